@@ -1,0 +1,114 @@
+"""The exception tree of isorag.
+
+    IsoragError
+    +-- ConfigError                 bad or missing configuration
+    +-- StoreError                  Neo4j or Milvus
+    |   +-- StoreUnavailableError   dead or unreachable server (names the URI)
+    |   +-- SchemaMismatchError     e.g. embedding dimension vs an existing collection
+    |   +-- LocalServerError        the embedded local Neo4j / Milvus failed to start or stop
+    +-- InputError                  bad user input
+    |   +-- MalformedInputError     a bad line in a source file (file:line: reason)
+    |   +-- PatternError            a pattern that is not valid
+    |   |   +-- PatternParseError   LLM or JSON text that is not a pattern (keeps the text)
+    |   +-- UnknownRelationError    a relation that is not in the KG's schema
+    +-- DeadlineExceeded            a per-query deadline ran out
+    +-- LLMError                    the LLM endpoint failed or refused
+    +-- CheckpointError             a scorer checkpoint that does not fit this KG / model
+
+Callers can catch at any depth; driver errors are re-raised ``from`` the original.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class IsoragError(Exception):
+    """Root of every error raised by isorag."""
+
+
+class ConfigError(IsoragError):
+    """Configuration is missing or invalid."""
+
+
+class StoreError(IsoragError):
+    """An error from one of the stores (Neo4j, Milvus)."""
+
+
+class StoreUnavailableError(StoreError):
+    """A server cannot be reached."""
+
+    def __init__(self, what: str, uri: str, reason: str = "") -> None:
+        self.what, self.uri, self.reason = what, uri, reason
+        msg = f"{what} is unavailable at {uri}"
+        super().__init__(msg + (f": {reason}" if reason else ""))
+
+
+class SchemaMismatchError(StoreError):
+    """What is stored does not fit what the engine was configured with."""
+
+
+class LocalServerError(StoreError):
+    """The embedded local server could not be started, found or stopped."""
+
+
+class InputError(IsoragError):
+    """Input that the engine cannot use."""
+
+
+class MalformedInputError(InputError):
+    """A malformed record in a source file, reported as ``file:line: reason``."""
+
+    def __init__(self, path: str | Path, line: int, reason: str) -> None:
+        self.path, self.line, self.reason = str(path), line, reason
+        super().__init__(f"{self.path}:{line}: {reason}")
+
+
+class PatternError(InputError):
+    """A pattern that is not valid (empty, all-unknown and untyped, bad triple...)."""
+
+
+class PatternParseError(PatternError):
+    """Text (from an LLM or a user) that cannot be parsed into a pattern."""
+
+    def __init__(self, message: str, text: str = "") -> None:
+        self.text = text
+        super().__init__(message)
+
+
+class UnknownRelationError(InputError):
+    """A relation name or type that the KG's schema does not have."""
+
+
+class DeadlineExceeded(IsoragError):
+    """A per-query deadline expired before the work was done."""
+
+
+class LLMError(IsoragError):
+    """The LLM endpoint failed, timed out or refused."""
+
+    def __init__(self, message: str, text: str = "") -> None:
+        self.text = text
+        super().__init__(message)
+
+
+class CheckpointError(IsoragError):
+    """A scorer checkpoint that cannot be used with this KG or embedding model."""
+
+
+__all__ = [
+    "IsoragError",
+    "ConfigError",
+    "StoreError",
+    "StoreUnavailableError",
+    "SchemaMismatchError",
+    "LocalServerError",
+    "InputError",
+    "MalformedInputError",
+    "PatternError",
+    "PatternParseError",
+    "UnknownRelationError",
+    "DeadlineExceeded",
+    "LLMError",
+    "CheckpointError",
+]
