@@ -1,0 +1,4 @@
+// Create the entities of a batch that do not exist yet; existing ones are left as they are.
+UNWIND $rows AS row
+MERGE (n:Entity {eid: row.eid})
+  ON CREATE SET n.kg = $kg, n.key = row.key, n.name = row.name, n.types = row.types

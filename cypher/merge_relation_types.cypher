@@ -1,0 +1,4 @@
+// The KG's relation catalog: original name, sanitized relationship type, id shared with Milvus.
+UNWIND $rows AS row
+MERGE (rt:RelationType {rid: row.rid})
+  ON CREATE SET rt.kg = $kg, rt.name = row.name, rt.type = row.type

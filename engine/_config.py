@@ -1,0 +1,128 @@
+"""Engine configuration: small immutable objects with named defaults, read from arguments or the environment."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from engine._errors import ConfigError
+
+DEFAULT_KG = "default"
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+#: SimGRAG's MetaQA defaults (DIGEST §3.5): k(n) = k(r) = 16, k = 3 subgraphs.
+DEFAULT_K_NODE = 16
+DEFAULT_K_REL = 16
+DEFAULT_K_TYPE = 16
+DEFAULT_K = 3
+
+_KG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+
+
+def isorag_home() -> Path:
+    """Where local servers keep their data (``$ISORAG_HOME``, default ``~/.isorag``)."""
+    return Path(os.environ.get("ISORAG_HOME", Path.home() / ".isorag")).expanduser()
+
+
+def check_kg_name(kg: str) -> str:
+    if not isinstance(kg, str) or not _KG_NAME.match(kg):
+        raise ConfigError(
+            f"invalid KG name {kg!r}: use a letter then letters, digits or '_' (at most 64 characters)"
+        )
+    return kg
+
+
+@dataclass(frozen=True)
+class Neo4jSettings:
+    """Where the KG lives. ``uri=None`` means the embedded local server (started on demand)."""
+
+    uri: str | None = None
+    user: str = "neo4j"
+    password: str = ""
+    database: str | None = None
+    #: Recycle pooled connections before idle load balancers cut them (Aura closes idle ones after ~60 min).
+    max_connection_lifetime: float = 1800.0
+    liveness_check_timeout: float = 30.0
+    connection_timeout: float = 10.0
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> "Neo4jSettings":
+        env = {
+            "uri": os.environ.get("NEO4J_URI") or None,
+            "user": os.environ.get("NEO4J_USER", os.environ.get("NEO4J_USERNAME", "neo4j")),
+            "password": os.environ.get("NEO4J_PASSWORD", ""),
+            "database": os.environ.get("NEO4J_DATABASE") or None,
+        }
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)
+
+
+@dataclass(frozen=True)
+class MilvusSettings:
+    """Where the embeddings live. ``uri=None`` means the embedded local Milvus standalone server."""
+
+    uri: str | None = None
+    token: str = ""
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> "MilvusSettings":
+        env = {"uri": os.environ.get("MILVUS_URI") or None, "token": os.environ.get("MILVUS_TOKEN", "")}
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    """Candidate sizes and bounds on the work of one retrieval (DESIGN §4)."""
+
+    k_node: int = DEFAULT_K_NODE
+    k_rel: int = DEFAULT_K_REL
+    k_type: int = DEFAULT_K_TYPE
+    k: int = DEFAULT_K
+    injective: bool = True
+    directed: bool = False
+    deadline_s: float = 30.0
+    #: wildcard expansions (unknown relation AND unknown node) return at most this many neighbours per KG node
+    degree_cap: int = 10_000
+    #: states popped from the queue and expanded by one Cypher query
+    batch_size: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("k_node", "k_rel", "k_type", "k", "degree_cap", "batch_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {v!r}")
+        if self.k_node > 16384 or self.k_rel > 16384 or self.k_type > 16384:
+            raise ConfigError("k_node, k_rel and k_type are at most 16384 (Milvus' topk limit)")
+        if self.deadline_s <= 0:
+            raise ConfigError(f"deadline_s must be positive, got {self.deadline_s!r}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    kg: str = DEFAULT_KG
+    neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
+    milvus: MilvusSettings = field(default_factory=MilvusSettings)
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    device: str = "auto"
+    match: MatchSettings = field(default_factory=MatchSettings)
+
+    def __post_init__(self) -> None:
+        check_kg_name(self.kg)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> "EngineConfig":
+        kw: dict[str, Any] = {
+            "kg": os.environ.get("ISORAG_KG", DEFAULT_KG),
+            "neo4j": Neo4jSettings.from_env(),
+            "milvus": MilvusSettings.from_env(),
+            "embedding_model": os.environ.get("ISORAG_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
+            "device": os.environ.get("ISORAG_DEVICE", "auto"),
+        }
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+    def with_(self, **changes: Any) -> "EngineConfig":
+        return replace(self, **changes)

@@ -1,0 +1,51 @@
+"""Every Cypher statement lives in ``cypher/<name>.cypher``; this loads them by name.
+
+Relationship types cannot be parameters, so a few statements carry a ``{rel_types}`` or ``{rel_type}``
+slot that is filled only with types validated against the KG's catalog and backtick-escaped here.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from engine._errors import ConfigError, UnknownRelationError
+
+CYPHER_DIR = Path(__file__).resolve().parent.parent / "cypher"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@lru_cache(maxsize=None)
+def cypher(name: str) -> str:
+    """The text of ``cypher/<name>.cypher``."""
+    path = CYPHER_DIR / f"{name}.cypher"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ConfigError(f"no Cypher statement named {name!r} (looked for {path})") from e
+
+
+def escape_identifier(name: str) -> str:
+    """Backtick-escape an identifier (a relationship type or label)."""
+    if not name:
+        raise UnknownRelationError("empty relationship type")
+    return "`" + name.replace("`", "``") + "`"
+
+
+def rel_type_alternation(types: "list[str] | tuple[str, ...] | set[str]", allowed: "set[str] | frozenset[str]") -> str:
+    """``:`A`|`B``` for a relationship pattern, after checking every type is in the schema."""
+    bad = [t for t in types if t not in allowed]
+    if bad:
+        raise UnknownRelationError(f"relationship type(s) not in the KG schema: {sorted(bad)!r}")
+    if not types:
+        return ""
+    return ":" + "|".join(escape_identifier(t) for t in sorted(types))
+
+
+def render(name: str, **slots: str) -> str:
+    """A statement with its identifier slots filled (values must already be escaped)."""
+    text = cypher(name)
+    for key, value in slots.items():
+        text = text.replace("{" + key + "}", value)
+    return text

@@ -1,0 +1,240 @@
+"""The KG in Neo4j: one driver per process, read routing for retrieval, typed relationships.
+
+Every statement comes from ``cypher/`` (see :mod:`engine._cypher`); every value is a parameter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from engine._config import Neo4jSettings, check_kg_name
+from engine._cypher import cypher, escape_identifier, render
+from engine._errors import StoreError, StoreUnavailableError, UnknownRelationError
+
+_DRIVERS: dict[tuple[str, str, str], Any] = {}
+_DRIVERS_LOCK = threading.Lock()
+_SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
+#: Relationship types the engine uses for its own bookkeeping; never a KG relation.
+RESERVED_TYPES = frozenset({"IS_A"})
+
+
+def stable_id(*parts: str) -> int:
+    """A 63-bit id that is the same in every run: entities, relations and types are keyed by it in both stores."""
+    h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(h, "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def entity_id(kg: str, key: str) -> int:
+    return stable_id("e", kg, key)
+
+
+def relation_id(kg: str, name: str) -> int:
+    return stable_id("r", kg, name)
+
+
+def type_id(kg: str, name: str) -> int:
+    return stable_id("t", kg, name)
+
+
+def sanitize_relation(name: str) -> str:
+    """A relationship type for a relation name: letters, digits and '_' (the original stays in ``r.name``).
+
+    Names that sanitize to the same text get a short hash suffix, so distinct names stay distinct types.
+    """
+    base = _SANITIZE.sub("_", name.strip()).strip("_") or "rel"
+    if base[0].isdigit():
+        base = "r_" + base
+    if base in RESERVED_TYPES:
+        base = base + "_"
+    if base == name:
+        return base
+    return f"{base}__{hashlib.blake2b(name.encode('utf-8'), digest_size=3).hexdigest()}"
+
+
+@dataclass(frozen=True)
+class RelationInfo:
+    rid: int
+    name: str
+    type: str
+
+
+def get_driver(settings: Neo4jSettings, uri: str) -> Any:
+    """One driver per (uri, user, database) per process."""
+    key = (uri, settings.user, settings.database or "")
+    with _DRIVERS_LOCK:
+        drv = _DRIVERS.get(key)
+        if drv is None:
+            import neo4j
+
+            auth = (settings.user, settings.password) if settings.password else None
+            drv = neo4j.GraphDatabase.driver(
+                uri,
+                auth=auth,
+                max_connection_lifetime=settings.max_connection_lifetime,
+                liveness_check_timeout=settings.liveness_check_timeout,
+                connection_timeout=settings.connection_timeout,
+                keep_alive=True,
+            )
+            _DRIVERS[key] = drv
+        return drv
+
+
+def close_drivers() -> None:
+    with _DRIVERS_LOCK:
+        for drv in _DRIVERS.values():
+            drv.close()
+        _DRIVERS.clear()
+
+
+class GraphStore:
+    """A KG (``kg`` name) inside a Neo4j DBMS."""
+
+    def __init__(self, settings: Neo4jSettings | None = None, kg: str = "default", *, start_local: bool = True) -> None:
+        self.settings = settings or Neo4jSettings.from_env()
+        self.kg = check_kg_name(kg)
+        if self.settings.uri:
+            self.uri = self.settings.uri
+        elif start_local:
+            from engine.local_neo4j import ensure_local_neo4j
+
+            self.uri = ensure_local_neo4j()
+        else:
+            from engine.local_neo4j import LocalNeo4j
+
+            self.uri = LocalNeo4j().uri
+        self._driver = get_driver(self.settings, self.uri)
+        self._catalog: dict[int, RelationInfo] | None = None
+        self._checked = False
+
+    # -- low level ---------------------------------------------------------------------------------
+    def _run(self, query: str, params: Mapping[str, Any], *, write: bool) -> Any:
+        import neo4j
+        from neo4j import exceptions as nex
+
+        try:
+            return self._driver.execute_query(
+                query,
+                parameters_=dict(params),
+                routing_=neo4j.RoutingControl.WRITE if write else neo4j.RoutingControl.READ,
+                database_=self.settings.database,
+            )
+        except (nex.ServiceUnavailable, nex.SessionExpired, OSError) as e:
+            raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
+        except nex.AuthError as e:
+            raise StoreUnavailableError("Neo4j", self.uri, f"authentication failed: {e}") from e
+        except nex.ClientError as e:
+            raise StoreError(f"Neo4j at {self.uri} rejected a statement: {e.message}") from e
+        except nex.Neo4jError as e:
+            raise StoreError(f"Neo4j at {self.uri}: {e}") from e
+
+    def read(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        """Run a statement in a read transaction (read routing), with the driver's retries."""
+        res = self._run(query, params, write=False)
+        return [r.data() for r in res.records]
+
+    def read_named(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        return self.read(cypher(name), **params)
+
+    def write(self, query: str, **params: Any) -> Any:
+        """Run a statement in a write transaction; returns the summary counters."""
+        res = self._run(query, params, write=True)
+        return res.summary.counters
+
+    def verify(self) -> None:
+        """Fail fast with the URI when the server is dead."""
+        from neo4j import exceptions as nex
+
+        try:
+            self._driver.verify_connectivity()
+        except (nex.ServiceUnavailable, nex.SessionExpired, OSError, ValueError) as e:
+            raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
+        except nex.AuthError as e:
+            raise StoreUnavailableError("Neo4j", self.uri, f"authentication failed: {e}") from e
+
+    # -- schema ------------------------------------------------------------------------------------
+    def ensure_schema(self) -> None:
+        if self._checked:
+            return
+        for stmt in cypher("schema").split(";"):
+            lines = [ln for ln in stmt.strip().splitlines() if not ln.strip().startswith("//")]
+            if "".join(lines).strip():
+                self.write("\n".join(lines))
+        self.write("CALL db.awaitIndexes(300)")
+        self._checked = True
+
+    def relation_catalog(self, refresh: bool = False) -> dict[int, RelationInfo]:
+        """rid -> relation info for this KG (cached; refreshed after loads)."""
+        if self._catalog is None or refresh:
+            rows = self.read_named("relation_catalog", kg=self.kg)
+            self._catalog = {r["rid"]: RelationInfo(r["rid"], r["name"], r["type"]) for r in rows}
+        return self._catalog
+
+    def relation_types(self) -> frozenset[str]:
+        return frozenset(ri.type for ri in self.relation_catalog().values())
+
+    def check_types(self, types: Iterable[str]) -> list[str]:
+        """Validate relationship types against this KG's catalog."""
+        allowed = self.relation_types()
+        out = []
+        for t in types:
+            if t not in allowed:
+                raise UnknownRelationError(f"relationship type {t!r} is not in the schema of KG {self.kg!r}")
+            out.append(t)
+        return out
+
+    # -- bulk writes (used by loaders.bulk) ----------------------------------------------------------
+    def merge_entities(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        return self.write(cypher("merge_entities"), rows=list(rows), kg=self.kg).nodes_created
+
+    def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        return self.write(cypher("update_entities"), rows=list(rows), kg=self.kg).nodes_created
+
+    def merge_entity_types(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        return self.write(cypher("merge_entity_types"), rows=list(rows), kg=self.kg).nodes_created
+
+    def merge_relation_types(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        n = self.write(cypher("merge_relation_types"), rows=list(rows), kg=self.kg).nodes_created
+        self._catalog = None
+        return n
+
+    def merge_relationships(self, rel_type: str, name: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        if not rows:
+            return 0
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", rel_type) or rel_type in RESERVED_TYPES:
+            raise UnknownRelationError(f"not a valid relationship type: {rel_type!r}")
+        q = render("merge_relationships", rel_type=":" + escape_identifier(rel_type))
+        return self.write(q, rows=list(rows), name=name).relationships_created
+
+    # -- reads --------------------------------------------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        row = self.read_named("stats", kg=self.kg)[0]
+        row["triples"] = self.read_named("count_triples", kg=self.kg)[0]["triples"] or 0
+        return {k: int(v or 0) for k, v in row.items()}
+
+    def entities(self, eids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        rows = self.read_named("entities_by_eid", eids=list(eids))
+        return {r["eid"]: r for r in rows}
+
+    def drop(self, batch: int = 10_000) -> int:
+        """Delete this KG's nodes and relationships (other KGs untouched)."""
+        total = 0
+        while True:
+            n = self.write(cypher("drop_kg_batch"), kg=self.kg, limit=batch).nodes_deleted
+            total += n
+            if n == 0:
+                break
+        self._catalog = None
+        return total
+

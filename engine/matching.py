@@ -1,0 +1,491 @@
+"""Exact top-k subgraph matching by graph semantic distance (SimGRAG, DESIGN §4).
+
+GSD(P, S) = sum over known pattern nodes v of ||z_v - z_f(v)|| + sum over pattern edges with a known
+relation of ||z_r - z_f(r)||; unknown nodes and relations cost 0.
+
+The search is best-first on an admissible lower bound, in Python, over a fixed edge order (DFS from the
+root, the pattern node with the fewest candidates). The graph is never held in Python: the neighbours of a
+batch of partial mappings along one pattern edge come from **one** Cypher query (``UNWIND $states ...``).
+
+Queue entries are of two kinds:
+
+* *expansion* ``(state, edge i, relationship type τ)``: its bound is
+  ``cost(state) + d(τ) + minnode(node introduced by edge i) + suffix[i + 1]``, where ``suffix[j]`` sums,
+  over the edges from j on, the minimum candidate relation distance plus the minimum candidate node distance
+  of the node the edge introduces (a node is counted once, only where it is first reached: admissible on
+  cyclic patterns too, unlike the published code's bound);
+* *complete* ``state``: its bound is its cost (its GSD).
+
+Entries leave the queue in (bound, key) order, where ``key`` lists what the state mapped, edge by edge. A
+complete state that reaches the front has a GSD at most every bound left, so complete states leave the queue
+in exact (GSD, key) order: the first k are the exact top-k, ties broken by key, and no isomorphic subgraph
+with a smaller GSD exists (the bound is admissible). Popping a batch of expansions at once and expanding them
+with one query per pattern edge changes the number of round trips, never the result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+from engine._config import MatchSettings
+from engine._cypher import escape_identifier
+from engine._errors import DeadlineExceeded, PatternError, StoreError
+from engine.pattern import Pattern
+
+INF = math.inf
+
+
+# ---------------------------------------------------------------------------------------------------
+# candidates
+# ---------------------------------------------------------------------------------------------------
+@dataclass
+class Candidates:
+    """Candidate KG items for each pattern item, with their distances.
+
+    ``nodes[node_id]`` is ``{eid: distance}`` or ``None`` for a wildcard (an untyped unknown node);
+    ``relations[edge_index]`` is ``{relationship type: distance}`` (an unknown relation maps every type of
+    the KG's schema to 0).
+    """
+
+    nodes: dict[str, dict[int, float] | None]
+    relations: dict[int, dict[str, float]]
+    #: relationship type -> original relation name (the KG's catalog)
+    type_names: dict[str, str] = field(default_factory=dict)
+
+    def node_count(self, node_id: str) -> float:
+        c = self.nodes[node_id]
+        return INF if c is None else len(c)
+
+    def node_min(self, node_id: str) -> float:
+        c = self.nodes[node_id]
+        if c is None:
+            return 0.0
+        return min(c.values()) if c else INF
+
+    def rel_min(self, edge_index: int) -> float:
+        c = self.relations[edge_index]
+        return min(c.values()) if c else INF
+
+
+# ---------------------------------------------------------------------------------------------------
+# plan: root, edge order, bounds
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """One pattern edge in search order: from an already-mapped node ``src`` to ``dst``."""
+
+    edge: int          # index in the pattern's edges
+    src: str           # mapped before this step
+    dst: str           # mapped before (``closes``) or introduced by this step
+    closes: bool       # both ends already mapped: a cycle-closing edge, a multi-edge or a self-loop
+    forward: bool      # the pattern edge's head is ``src`` (direction matters only in directed mode)
+
+
+@dataclass(frozen=True)
+class Plan:
+    root: str
+    steps: tuple[Step, ...]
+    #: suffix[i] = admissible lower bound of the cost added by steps i, i+1, ...
+    suffix: tuple[float, ...]
+    #: node_order[i]: pattern node introduced at step i (root at position 0 of ``nodes``)
+    nodes: tuple[str, ...]
+
+
+def make_plan(pattern: Pattern, cands: Candidates) -> Plan:
+    """Root with the fewest candidates; edges in DFS order from it, high-degree neighbours first."""
+    if not pattern.edges:
+        raise PatternError("a pattern needs at least one triple")
+    node_ids = list(pattern.nodes)
+    root = min(node_ids, key=lambda n: (cands.node_count(n), -pattern.degree(n), node_ids.index(n)))
+    if cands.nodes[root] is None:
+        raise PatternError(
+            "every node of the pattern (or of one of its connected components) is an unknown without a usable "
+            "type: there is nothing to anchor the search. Name at least one entity, or type the unknown "
+            "node (e.g. 'UNKNOWN person 1') in a KG that has entity types."
+        )
+    visited = {root}
+    used: set[int] = set()
+    steps: list[Step] = []
+    order = [root]
+
+    def dfs(u: str) -> None:
+        nbrs = sorted(pattern.neighbors(u), key=lambda ev: (-pattern.degree(ev[1]), ev[0].index))
+        for edge, v in nbrs:
+            if edge.index in used:
+                continue
+            used.add(edge.index)
+            closes = v in visited
+            steps.append(Step(edge.index, u, v, closes, edge.head == u))
+            if not closes:
+                visited.add(v)
+                order.append(v)
+                dfs(v)
+
+    dfs(root)
+    if len(used) != len(pattern.edges):
+        raise PatternError("make_plan needs a connected pattern (match each component separately)")
+    suffix = [0.0] * (len(steps) + 1)
+    for i in range(len(steps) - 1, -1, -1):
+        s = steps[i]
+        add = cands.rel_min(s.edge) + (0.0 if s.closes else cands.node_min(s.dst))
+        suffix[i] = suffix[i + 1] + add
+    return Plan(root, tuple(steps), tuple(suffix), tuple(order))
+
+
+# ---------------------------------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KGEdge:
+    """A KG relationship as stored: ``start -[type]-> end``."""
+
+    start: int
+    type: str
+    end: int
+
+
+@dataclass
+class Match:
+    """A complete mapping of one (connected) pattern: node -> eid, edge -> KG relationship."""
+
+    gsd: float
+    nodes: dict[str, int]
+    edges: dict[int, KGEdge]
+    key: tuple[Any, ...] = ()
+
+
+@dataclass
+class SearchStats:
+    queries: int = 0
+    rows: int = 0
+    expansions: int = 0
+    pushed: int = 0
+    truncated: int = 0          # wildcard expansions cut at the degree cap
+    deadline_hit: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def merge(self, other: "SearchStats") -> None:
+        self.queries += other.queries
+        self.rows += other.rows
+        self.expansions += other.expansions
+        self.pushed += other.pushed
+        self.truncated += other.truncated
+        self.deadline_hit = self.deadline_hit or other.deadline_hit
+        self.warnings.extend(other.warnings)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the search
+# ---------------------------------------------------------------------------------------------------
+class _State:
+    __slots__ = ("cost", "step", "nodes", "edges", "key")
+
+    def __init__(self, cost: float, step: int, nodes: dict[str, int], edges: dict[int, KGEdge],
+                 key: tuple[Any, ...]) -> None:
+        self.cost = cost
+        self.step = step        # index of the next step to take
+        self.nodes = nodes
+        self.edges = edges
+        self.key = key
+
+
+_EXPAND = 0
+_DONE = 1
+
+
+class Matcher:
+    """Best-first exact matcher over one KG (``graph`` is an :class:`engine.graph.GraphStore`)."""
+
+    def __init__(self, graph: Any, settings: MatchSettings | None = None) -> None:
+        self.graph = graph
+        self.settings = settings or MatchSettings()
+
+    # -- Cypher ----------------------------------------------------------------------------------------
+    def _rel_pattern(self, types: Sequence[str], forward: bool | None) -> str:
+        alt = "|".join(escape_identifier(t) for t in sorted(types))
+        if forward is None:
+            return f"-[r:{alt}]-"
+        return f"-[r:{alt}]->" if forward else f"<-[r:{alt}]-"
+
+    def _expand_query(self, types: Sequence[str], forward: bool | None, closes: bool, filter_nodes: bool,
+                      capped: bool) -> str:
+        """One statement for a batch of states along one pattern edge.
+
+        The relationship types are identifiers: the caller validated them against the KG's catalog and
+        they are backtick-escaped here. Everything else is a parameter.
+        """
+        rel = self._rel_pattern(types, forward)
+        if closes:
+            return (
+                "UNWIND $states AS s\n"
+                "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity {eid: s.t})\n"
+                "WHERE type(r) IN s.types\n"
+                "RETURN s.id AS sid, type(r) AS type, startNode(r) = h AS out, t.eid AS t"
+            )
+        where = "WHERE type(r) IN s.types" + (" AND t.eid IN $cands" if filter_nodes else "")
+        if capped:
+            return (
+                "UNWIND $states AS s\n"
+                "CALL (s) {\n"
+                "  MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity)\n"
+                "  " + where + "\n"
+                "  RETURN type(r) AS type, startNode(r) = h AS out, t.eid AS t LIMIT $cap\n"
+                "}\n"
+                "RETURN s.id AS sid, type, out, t"
+            )
+        return (
+            "UNWIND $states AS s\n"
+            "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity)\n"
+            + where + "\n"
+            "RETURN s.id AS sid, type(r) AS type, startNode(r) = h AS out, t.eid AS t"
+        )
+
+    def _run(self, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded("the query deadline expired")
+        import neo4j
+
+        q = neo4j.Query(query, timeout=max(left, 0.001))  # type: ignore[arg-type]
+        try:
+            return self.graph.read(q, **params)
+        except StoreError as e:
+            if time.monotonic() >= deadline or "timeout" in str(e).lower() or "terminated" in str(e).lower():
+                raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
+            raise
+
+    # -- best-first ------------------------------------------------------------------------------------
+    def iter_matches(self, pattern: Pattern, cands: Candidates, *, deadline: float | None = None,
+                     stats: SearchStats | None = None) -> Iterator[Match]:
+        """Complete matches of a connected pattern in exact (GSD, key) order."""
+        st = self.settings
+        stats = stats if stats is not None else SearchStats()
+        deadline = deadline if deadline is not None else time.monotonic() + st.deadline_s
+        plan = make_plan(pattern, cands)
+        steps, suffix = plan.steps, plan.suffix
+        edges = pattern.edges
+        all_types = sorted(cands.type_names)
+        injective, directed = st.injective, st.directed
+        # per step: relation candidates sorted by distance
+        step_rels: list[list[tuple[float, str]]] = [
+            sorted((d, t) for t, d in cands.relations[s.edge].items()) for s in steps
+        ]
+        step_node_min = [0.0 if s.closes else cands.node_min(s.dst) for s in steps]
+        # a typed / known endpoint is filtered in Cypher; a wildcard endpoint with a wildcard relation is capped
+        wildcard_rel = [edges[s.edge].relation is None for s in steps]
+        heap: list[tuple[float, tuple[Any, ...], int, int, Any]] = []
+        counter = itertools.count()
+
+        def push_state(state: _State) -> None:
+            if state.step == len(steps):
+                heapq.heappush(heap, (state.cost, state.key, _DONE, next(counter), state))
+                stats.pushed += 1
+                return
+            i = state.step
+            base = state.cost + step_node_min[i] + suffix[i + 1]
+            if wildcard_rel[i]:
+                heapq.heappush(heap, (base, state.key, _EXPAND, next(counter), (state, None)))
+                stats.pushed += 1
+                return
+            for d, t in step_rels[i]:
+                heapq.heappush(heap, (base + d, state.key + (t,), _EXPAND, next(counter), (state, t)))
+                stats.pushed += 1
+
+        root_c = cands.nodes[plan.root] or {}
+        for eid, d in sorted(root_c.items(), key=lambda kv: (kv[1], kv[0])):
+            push_state(_State(d, 0, {plan.root: eid}, {}, (eid,)))
+
+        window = 0.3
+        while heap:
+            if time.monotonic() > deadline:
+                stats.deadline_hit = True
+                stats.warnings.append(
+                    f"deadline of {st.deadline_s:g} s expired: results are the best found so far, not exact")
+                return
+            top = heap[0]
+            if top[2] == _DONE:
+                heapq.heappop(heap)
+                s: _State = top[4]
+                yield Match(s.cost, dict(s.nodes), dict(s.edges), s.key)
+                continue
+            # pop a batch of expansions: consecutive (bound order) entries, stopping at a complete state
+            first = top[0]
+            batch: list[tuple[_State, str | None]] = []
+            while heap and heap[0][2] == _EXPAND and len(batch) < st.batch_size and heap[0][0] <= first + window:
+                batch.append(heapq.heappop(heap)[4])
+            by_step: dict[int, list[tuple[_State, str | None]]] = {}
+            for state, t in batch:
+                by_step.setdefault(state.step, []).append((state, t))
+            try:
+                for i, group in by_step.items():
+                    for child in self._expand(steps[i], group, cands, all_types, injective, directed,
+                                              wildcard_rel[i], deadline, stats):
+                        push_state(child)
+            except DeadlineExceeded:
+                stats.deadline_hit = True
+                stats.warnings.append(
+                    f"deadline of {st.deadline_s:g} s expired: results are the best found so far, not exact")
+                return
+
+    def _expand(self, step: Step, group: list[tuple[_State, str | None]], cands: Candidates,
+                all_types: list[str], injective: bool, directed: bool, wildcard_rel: bool, deadline: float,
+                stats: SearchStats) -> Iterator[_State]:
+        st = self.settings
+        rel_c = cands.relations[step.edge]
+        dst_c = None if step.closes else cands.nodes[step.dst]
+        types = sorted({t for _, t in group if t is not None}) if not wildcard_rel else all_types
+        if not types:
+            return
+        rows_in = []
+        for sid, (state, t) in enumerate(group):
+            row: dict[str, Any] = {"id": sid, "h": state.nodes[step.src], "types": types if t is None else [t]}
+            if step.closes:
+                row["t"] = state.nodes[step.dst]
+            rows_in.append(row)
+        forward = (step.forward if directed else None)
+        capped = (not step.closes) and wildcard_rel and dst_c is None
+        query = self._expand_query(types, forward, step.closes, dst_c is not None, capped)
+        params: dict[str, Any] = {"states": rows_in}
+        if dst_c is not None:
+            params["cands"] = list(dst_c)
+        if capped:
+            params["cap"] = st.degree_cap + 1
+        rows = self._run(query, params, deadline)
+        stats.queries += 1
+        stats.rows += len(rows)
+        stats.expansions += len(group)
+        per_state: dict[int, list[tuple[str, bool, int]]] = {}
+        for r in rows:
+            per_state.setdefault(r["sid"], []).append((r["type"], r["out"], r["t"]))
+        edge_key = step.edge
+        for sid, (state, _t) in enumerate(group):
+            got = per_state.get(sid, ())
+            if capped and len(got) > st.degree_cap:
+                got = got[: st.degree_cap]
+                stats.truncated += 1
+                if stats.truncated == 1:
+                    stats.warnings.append(
+                        f"degree cap {st.degree_cap} reached expanding a wildcard edge: results may miss subgraphs")
+            h = state.nodes[step.src]
+            seen: set[tuple[str, int, int]] = set()
+            used_nodes = set(state.nodes.values()) if injective and not step.closes else None
+            used_edges = set(state.edges.values()) if injective else None
+            for rtype, out, t in got:
+                start, end = (h, t) if out else (t, h)
+                kge = KGEdge(start, rtype, end)
+                sig = (rtype, start, end)
+                if sig in seen:  # an undirected self-loop can come back twice
+                    continue
+                seen.add(sig)
+                if used_edges is not None and kge in used_edges:
+                    continue
+                if step.closes:
+                    if t != state.nodes[step.dst]:
+                        continue
+                    node_cost = 0.0
+                else:
+                    if used_nodes is not None and t in used_nodes:
+                        continue
+                    if dst_c is None:
+                        node_cost = 0.0
+                    else:
+                        nd = dst_c.get(t)
+                        if nd is None:
+                            continue
+                        node_cost = nd
+                rd = rel_c.get(rtype)
+                if rd is None:
+                    continue
+                nodes = state.nodes if step.closes else {**state.nodes, step.dst: t}
+                edges = {**state.edges, edge_key: kge}
+                yield _State(state.cost + rd + node_cost, state.step + 1, nodes, edges,
+                             state.key + (rtype, start, end))
+
+    # -- public ----------------------------------------------------------------------------------------
+    def top_k(self, pattern: Pattern, cands: Candidates, k: int | None = None, *,
+              deadline: float | None = None) -> tuple[list[Match], SearchStats]:
+        """Exact top-k matches of a pattern (connected or not), with the search's statistics."""
+        k = k or self.settings.k
+        stats = SearchStats()
+        deadline = deadline if deadline is not None else time.monotonic() + self.settings.deadline_s
+        comps = pattern.components()
+        if len(comps) == 1:
+            out = list(itertools.islice(self.iter_matches(pattern, cands, deadline=deadline, stats=stats), k))
+            return out, stats
+        # disconnected: combine the components' ordered streams, best sum first (exact, lazily pulled)
+        gens = [self.iter_matches(c, _sub_candidates(c, cands), deadline=deadline, stats=stats) for c in comps]
+        lists: list[list[Match]] = [[] for _ in comps]
+        exhausted = [False] * len(comps)
+
+        def get(ci: int, j: int) -> Match | None:
+            lst = lists[ci]
+            while len(lst) <= j and not exhausted[ci]:
+                try:
+                    lst.append(_remap(next(gens[ci]), comps[ci]))
+                except StopIteration:
+                    exhausted[ci] = True
+            return lst[j] if j < len(lst) else None
+
+        start = tuple(0 for _ in comps)
+        first = [get(ci, 0) for ci in range(len(comps))]
+        if any(m is None for m in first):
+            return [], stats
+        heap = [(sum(m.gsd for m in first), tuple(m.key for m in first), start)]
+        seen = {start}
+        out: list[Match] = []
+        while heap and len(out) < k:
+            gsd, _key, idx = heapq.heappop(heap)
+            parts = [get(ci, j) for ci, j in enumerate(idx)]
+            combined = _combine(parts, self.settings.injective)  # type: ignore[arg-type]
+            if combined is not None:
+                out.append(combined)
+            for ci in range(len(comps)):
+                nxt = idx[:ci] + (idx[ci] + 1,) + idx[ci + 1:]
+                if nxt in seen:
+                    continue
+                m = get(ci, nxt[ci])
+                if m is None:
+                    continue
+                seen.add(nxt)
+                ps = [get(cj, j) for cj, j in enumerate(nxt)]
+                heapq.heappush(heap, (sum(p.gsd for p in ps), tuple(p.key for p in ps), nxt))  # type: ignore[union-attr]
+        return out, stats
+
+
+def _sub_candidates(comp: Pattern, cands: Candidates) -> Candidates:
+    rel = {new: cands.relations[orig] for new, orig in enumerate(comp.edge_origin)}
+    return Candidates({n: cands.nodes[n] for n in comp.nodes}, rel, cands.type_names)
+
+
+def _remap(m: Match, comp: Pattern) -> Match:
+    """Edge indices of a component's match back to the whole pattern's."""
+    return Match(m.gsd, m.nodes, {comp.edge_origin[i]: e for i, e in m.edges.items()}, m.key)
+
+
+def _combine(parts: Sequence[Match], injective: bool) -> Match | None:
+    nodes: dict[str, int] = {}
+    edges: dict[int, KGEdge] = {}
+    for p in parts:
+        nodes.update(p.nodes)
+        edges.update(p.edges)
+    if injective:
+        if len(set(nodes.values())) != len(nodes) or len(set(edges.values())) != len(edges):
+            return None
+    return Match(sum(p.gsd for p in parts), nodes, edges, tuple(p.key for p in parts))
+
+
+def gsd_of(pattern: Pattern, cands: Candidates, nodes: Mapping[str, int], edges: Mapping[int, KGEdge]) -> float:
+    """GSD of a complete mapping (for checks)."""
+    total = 0.0
+    for nid, eid in nodes.items():
+        c = cands.nodes[nid]
+        if c is not None:
+            total += c[eid]
+    for ei, kge in edges.items():
+        total += cands.relations[ei][kge.type]
+    return total

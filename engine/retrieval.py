@@ -1,0 +1,211 @@
+"""Engine.retrieve: a pattern -> candidates from Milvus -> exact top-k subgraphs from Neo4j."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from engine._config import MatchSettings
+from engine._errors import PatternError
+from engine.matching import Candidates, Match, Matcher, SearchStats
+from engine.pattern import Pattern
+
+#: at most this many entities are taken from the top-k(t) types of a typed unknown node
+TYPE_CANDIDATE_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Entity:
+    eid: int
+    name: str
+    key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"eid": self.eid, "name": self.name, "key": self.key}
+
+
+@dataclass(frozen=True)
+class Triple:
+    """A KG triple in its source direction, with names for reading and ids for joining."""
+
+    head: Entity
+    relation: str
+    tail: Entity
+    pattern_edge: int
+
+    def as_tuple(self) -> tuple[str, str, str]:
+        return (self.head.name, self.relation, self.tail.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"head": self.head.name, "relation": self.relation, "tail": self.tail.name,
+                "head_eid": self.head.eid, "tail_eid": self.tail.eid, "pattern_edge": self.pattern_edge}
+
+
+@dataclass
+class Subgraph:
+    gsd: float
+    mapping: dict[str, Entity]
+    triples: list[Triple]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gsd": self.gsd, "mapping": {k: v.to_dict() for k, v in self.mapping.items()},
+                "triples": [t.to_dict() for t in self.triples]}
+
+
+@dataclass
+class AnswerEntity:
+    entity: Entity
+    gsd: float
+    node: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entity.to_dict(), "gsd": self.gsd, "node": self.node}
+
+
+@dataclass
+class RetrievalResult:
+    pattern: Pattern
+    subgraphs: list[Subgraph]
+    answers: list[AnswerEntity]
+    #: per unknown pattern node: entities bound to it, best GSD first
+    bindings: dict[str, list[AnswerEntity]]
+    timings: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+    exact: bool = True
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern.to_json(),
+            "subgraphs": [s.to_dict() for s in self.subgraphs],
+            "answers": [a.to_dict() for a in self.answers],
+            "bindings": {k: [a.to_dict() for a in v] for k, v in self.bindings.items()},
+            "timings": self.timings,
+            "warnings": self.warnings,
+            "exact": self.exact,
+            "stats": self.stats,
+        }
+
+
+def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[str]]) -> Pattern:
+    if isinstance(pattern, Pattern):
+        return pattern
+    if isinstance(pattern, Mapping):
+        return Pattern.from_json(pattern)
+    if isinstance(pattern, str):
+        return Pattern.parse(pattern)
+    return Pattern.from_triples(pattern)
+
+
+class Retriever:
+    """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
+
+    def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings) -> None:
+        self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
+        self._has_types: bool | None = None
+
+    def has_types(self) -> bool:
+        if self._has_types is None:
+            self._has_types = self.vectors.count("types") > 0
+        return self._has_types
+
+    def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float]) -> Candidates:
+        catalog = self.graph.relation_catalog()
+        if not catalog:
+            raise PatternError(f"KG {self.graph.kg!r} has no relations: load a KG first")
+        type_names = {ri.type: ri.name for ri in catalog.values()}
+        node_texts = sorted({n.text for n in pattern.known_nodes if n.text})
+        rel_texts = sorted({e.relation for e in pattern.edges if e.relation is not None})
+        # typed unknowns take type candidates where their component has no known node (as SimGRAG does)
+        typed: dict[str, str] = {}
+        if pattern.has_typed_unknown() and self.has_types():
+            for comp in pattern.components():
+                if not comp.known_nodes:
+                    for n in comp.unknown_nodes:
+                        if n.type_hint:
+                            typed[n.id] = n.type_hint
+        type_texts = sorted(set(typed.values()))
+        t0 = time.perf_counter()
+        texts = node_texts + rel_texts + type_texts
+        vecs = self.embedder.encode(texts) if texts else None
+        timings["embed"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        node_hits: dict[str, dict[int, float]] = {}
+        if node_texts:
+            res = self.vectors.search("entities", vecs[: len(node_texts)], settings.k_node)
+            node_hits = {t: {eid: d for eid, d in hits} for t, hits in zip(node_texts, res)}
+        rel_hits: dict[str, dict[str, float]] = {}
+        if rel_texts:
+            limit = min(settings.k_rel, len(catalog))
+            res = self.vectors.search("relations", vecs[len(node_texts): len(node_texts) + len(rel_texts)], limit)
+            for t, hits in zip(rel_texts, res):
+                rel_hits[t] = {catalog[rid].type: d for rid, d in hits if rid in catalog}
+        type_hits: dict[str, list[int]] = {}
+        if type_texts:
+            res = self.vectors.search("types", vecs[len(node_texts) + len(rel_texts):], settings.k_type)
+            type_hits = {t: [tid for tid, _ in hits] for t, hits in zip(type_texts, res)}
+        timings["vector"] = time.perf_counter() - t1
+        nodes: dict[str, dict[int, float] | None] = {}
+        t2 = time.perf_counter()
+        for n in pattern.nodes.values():
+            if n.known:
+                nodes[n.id] = node_hits.get(n.text or "", {})
+            elif n.id in typed:
+                rows = self.graph.read_named("entities_of_types", tids=type_hits.get(typed[n.id], []),
+                                             limit=TYPE_CANDIDATE_LIMIT)
+                nodes[n.id] = {r["eid"]: 0.0 for r in rows}
+            else:
+                nodes[n.id] = None
+        timings["graph"] = time.perf_counter() - t2
+        relations = {}
+        for e in pattern.edges:
+            relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
+        return Candidates(nodes, relations, type_names)
+
+    def retrieve(self, pattern: Any, *, k: int | None = None, settings: MatchSettings | None = None) -> RetrievalResult:
+        settings = settings or self.settings
+        k = k or settings.k
+        pat = as_pattern(pattern)
+        t_start = time.perf_counter()
+        deadline = time.monotonic() + settings.deadline_s
+        timings: dict[str, float] = {}
+        cands = self.candidates(pat, settings, timings)
+        t0 = time.perf_counter()
+        matcher = Matcher(self.graph, settings)
+        matches, stats = matcher.top_k(pat, cands, k, deadline=deadline)
+        result = self.build_result(pat, matches, cands, stats)
+        timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
+        timings["total"] = time.perf_counter() - t_start
+        result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds
+        return result
+
+    def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
+                     stats: SearchStats) -> RetrievalResult:
+        eids = sorted({eid for m in matches for eid in m.nodes.values()}
+                      | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)})
+        rows = self.graph.entities(eids) if eids else {}
+        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
+        for eid in eids:
+            ent.setdefault(eid, Entity(eid, str(eid), ""))
+        subgraphs = []
+        for m in matches:
+            triples = [Triple(ent[e.start], cands.type_names.get(e.type, e.type), ent[e.end], ei)
+                       for ei, e in sorted(m.edges.items())]
+            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples))
+        bindings: dict[str, list[AnswerEntity]] = {}
+        for n in pat.unknown_nodes:
+            best: dict[int, AnswerEntity] = {}
+            for sg in subgraphs:
+                e = sg.mapping.get(n.id)
+                if e is not None and e.eid not in best:
+                    best[e.eid] = AnswerEntity(e, sg.gsd, n.id)
+            bindings[n.id] = list(best.values())
+        target = pat.answer_node()
+        answers = bindings.get(target, []) if target else []
+        warnings = list(stats.warnings)
+        exact = not stats.deadline_hit and stats.truncated == 0
+        return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
+                               {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
+                                "pushed": stats.pushed, "truncated": stats.truncated,
+                                "deadline_hit": stats.deadline_hit})

@@ -1,0 +1,263 @@
+"""Bulk load of a triple stream into Neo4j and Milvus.
+
+Per batch (one round trip per statement, never per row): MERGE the entities, the relation catalog and the
+typed relationships; then embed whatever entity, relation or type of the batch has no vector in Milvus yet
+and upsert those vectors under the same ids. Everything is keyed by stable ids (:func:`engine.graph.stable_id`),
+every write is a MERGE or an upsert, and the "what still needs a vector" question is asked of Milvus itself,
+so loading a file twice adds nothing and a load killed at any point completes when run again.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from engine._errors import MalformedInputError
+from engine.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
+from loaders._model import EntityRecord, Triple
+
+_IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//|[^\s])\S*$")
+
+
+def default_name(key: str) -> str:
+    """The display name of an entity known only by its key: an IRI's local name, else the key itself."""
+    if _IRI.match(key) and ("/" in key or "#" in key):
+        local = re.split(r"[/#]", key.rstrip("/#"))[-1]
+        if local:
+            return urllib.parse.unquote(local).replace("_", " ")
+    return key
+
+
+@dataclass
+class LoadSummary:
+    path: str = ""
+    kg: str = ""
+    records: int = 0
+    triples: int = 0
+    entities_created: int = 0
+    relationships_created: int = 0
+    relations: int = 0
+    relations_created: int = 0
+    types_created: int = 0
+    embedded_entities: int = 0
+    embedded_relations: int = 0
+    embedded_types: int = 0
+    lines_skipped: int = 0
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    skip_examples: list[str] = field(default_factory=list)
+    graph_s: float = 0.0
+    embed_s: float = 0.0
+    vector_s: float = 0.0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"loaded {self.path} into KG {self.kg!r} in {self.wall_s:.1f} s",
+            f"  triples read {self.triples:,}  relationships created {self.relationships_created:,}",
+            f"  entities created {self.entities_created:,}  embedded {self.embedded_entities:,}",
+            f"  relations {self.relations:,} (new {self.relations_created:,}, embedded {self.embedded_relations:,})"
+            f"  types new {self.types_created:,} (embedded {self.embedded_types:,})",
+            f"  time: graph {self.graph_s:.1f} s, embed {self.embed_s:.1f} s, vectors {self.vector_s:.1f} s",
+            f"  lines skipped {self.lines_skipped:,}",
+        ]
+        for reason, n in sorted(self.skip_reasons.items(), key=lambda kv: -kv[1]):
+            out.append(f"    {n:,} x {reason}")
+        for ex in self.skip_examples:
+            out.append(f"    e.g. {ex}")
+        return out
+
+
+class _Skips:
+    """Counts skipped lines by reason and keeps the first few messages."""
+
+    def __init__(self, summary: LoadSummary, keep: int = 10, echo: Callable[[str], None] | None = None) -> None:
+        self.summary, self.keep, self.echo = summary, keep, echo
+
+    def __call__(self, err: MalformedInputError) -> None:
+        s = self.summary
+        s.lines_skipped += 1
+        reason = re.sub(r"\d+", "N", err.reason)[:80]
+        s.skip_reasons[reason] = s.skip_reasons.get(reason, 0) + 1
+        if len(s.skip_examples) < self.keep:
+            s.skip_examples.append(str(err))
+            if self.echo:
+                self.echo(f"skipped {err}")
+
+
+def _batches(it: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    it = iter(it)
+    while batch := list(islice(it, n)):
+        yield batch
+
+
+def _count_lines(path: Path) -> int | None:
+    if not path.is_file() or path.stat().st_size > 4 << 30:
+        return None
+    n = 0
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            n += chunk.count(b"\n")
+    return n
+
+
+class BulkLoader:
+    """Loads record streams into a KG; one instance per (graph, vectors, embedder)."""
+
+    def __init__(self, graph: GraphStore, vectors: Any, embedder: Any, *, batch_size: int = 10_000,
+                 progress: bool = True) -> None:
+        self.graph, self.vectors, self.embedder = graph, vectors, embedder
+        self.kg = graph.kg
+        self.batch_size = batch_size
+        self.progress = progress
+        self._relations: dict[str, tuple[int, str]] = {}  # name -> (rid, type); a KG has few relation names
+
+    # -- graph stage -------------------------------------------------------------------------------
+    def _relation(self, name: str) -> tuple[int, str]:
+        got = self._relations.get(name)
+        if got is None:
+            got = (relation_id(self.kg, name), sanitize_relation(name))
+            self._relations[name] = got
+        return got
+
+    def _write_graph(self, batch: Sequence[Triple | EntityRecord], summary: LoadSummary) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        kg = self.kg
+        ents: dict[int, dict[str, Any]] = {}
+        records: dict[int, dict[str, Any]] = {}
+        by_type: dict[tuple[str, str], list[dict[str, int]]] = {}
+        types: dict[str, list[int]] = {}
+        rel_names: set[str] = set()
+        for rec in batch:
+            if isinstance(rec, Triple):
+                for key in (rec.head, rec.tail):
+                    eid = entity_id(kg, key)
+                    if eid not in ents:
+                        ents[eid] = {"eid": eid, "key": key, "name": default_name(key), "types": []}
+                rid, rtype = self._relation(rec.relation)
+                rel_names.add(rec.relation)
+                by_type.setdefault((rtype, rec.relation), []).append(
+                    {"h": entity_id(kg, rec.head), "t": entity_id(kg, rec.tail)})
+            else:
+                eid = entity_id(kg, rec.key)
+                row = records.setdefault(eid, {"eid": eid, "key": rec.key, "name": None, "types": []})
+                if rec.name:
+                    row["name"] = rec.name
+                for t in rec.types:
+                    if t not in row["types"]:
+                        row["types"].append(t)
+                    types.setdefault(t, []).append(eid)
+        g = self.graph
+        summary.entities_created += g.merge_entities(list(ents.values()))
+        summary.entities_created += g.update_entities(list(records.values()))
+        if rel_names:
+            new = g.merge_relation_types(
+                [{"rid": self._relations[n][0], "name": n, "type": self._relations[n][1]} for n in sorted(rel_names)])
+            summary.relations_created += new
+        for (rtype, name), rows in by_type.items():
+            summary.relationships_created += g.merge_relationships(rtype, name, rows)
+        if types:
+            summary.types_created += g.merge_entity_types(
+                [{"tid": type_id(kg, t), "name": t, "eids": eids} for t, eids in types.items()])
+        summary.graph_s += time.perf_counter() - t0
+        renamed = [r["eid"] for r in records.values() if r["name"]]
+        return {"eids": list(ents.keys() | records.keys()), "renamed": renamed,
+                "rels": sorted(rel_names), "types": sorted(types)}
+
+    # -- vector stage -------------------------------------------------------------------------------
+    def _embed(self, info: dict[str, Any], summary: LoadSummary, bar: Any) -> None:
+        v = self.vectors
+        # entities: those without a vector, plus those whose name a record just (re)set
+        t0 = time.perf_counter()
+        eids = info["eids"]
+        have = v.existing_ids("entities", eids) if eids else set()
+        todo = set(eids) - have
+        todo.update(info["renamed"])
+        names: dict[int, str] = {}
+        if todo:
+            rows = self.graph.entities(sorted(todo))
+            names = {eid: (r["name"] or r["key"] or "") for eid, r in rows.items()}
+        summary.vector_s += time.perf_counter() - t0
+        if names:
+            ids = list(names)
+            t1 = time.perf_counter()
+            vecs = self.embedder.encode([names[i] for i in ids])
+            summary.embed_s += time.perf_counter() - t1
+            t2 = time.perf_counter()
+            v.upsert("entities", ids, vecs)
+            summary.vector_s += time.perf_counter() - t2
+            summary.embedded_entities += len(ids)
+        if bar is not None:
+            bar.update(len(eids))
+        for kind, items, idf in (("relations", info["rels"], relation_id), ("types", info["types"], type_id)):
+            if not items:
+                continue
+            ids = [idf(self.kg, n) for n in items]
+            have = v.existing_ids(kind, ids)
+            miss = [(i, n) for i, n in zip(ids, items) if i not in have]
+            if miss:
+                t1 = time.perf_counter()
+                vecs = self.embedder.encode([n for _, n in miss])
+                summary.embed_s += time.perf_counter() - t1
+                v.upsert(kind, [i for i, _ in miss], vecs, names=[n for _, n in miss])
+                if kind == "relations":
+                    summary.embedded_relations += len(miss)
+                else:
+                    summary.embedded_types += len(miss)
+
+    # -- driver --------------------------------------------------------------------------------------
+    def load_records(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary,
+                     total_lines: int | None = None) -> LoadSummary:
+        from tqdm import tqdm
+
+        t_start = time.perf_counter()
+        self.graph.ensure_schema()
+        self.vectors.ensure_collections()
+        disable = not self.progress
+        gbar = tqdm(total=total_lines, desc="graph  (records)", unit="rec", disable=disable, file=sys.stderr,
+                    dynamic_ncols=True)
+        ebar = tqdm(desc="embed  (entities)", unit="ent", disable=disable, file=sys.stderr, dynamic_ncols=True)
+        pending: dict[str, Any] | None = None
+        # the graph write of batch i overlaps the embedding of batch i-1 (Neo4j works in its own process)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="isorag-graph") as pool:
+            try:
+                for batch in _batches(records, self.batch_size):
+                    summary.records += len(batch)
+                    summary.triples += sum(1 for r in batch if isinstance(r, Triple))
+                    fut = pool.submit(self._write_graph, batch, summary)
+                    if pending is not None:
+                        self._embed(pending, summary, ebar)
+                    pending = fut.result()
+                    gbar.update(len(batch))
+                if pending is not None:
+                    self._embed(pending, summary, ebar)
+            finally:
+                gbar.close()
+                ebar.close()
+        t0 = time.perf_counter()
+        self.vectors.finalize()
+        summary.vector_s += time.perf_counter() - t0
+        summary.relations = len(self.graph.relation_catalog(refresh=True))
+        summary.wall_s = time.perf_counter() - t_start
+        return summary
+
+    def load_file(self, path: str | Path, fmt: str | None = None, *, strict: bool = False,
+                  echo: Callable[[str], None] | None = None, **options: Any) -> LoadSummary:
+        from loaders import detect_format, open_source
+
+        path = Path(path)
+        fmt = fmt or detect_format(path)
+        summary = LoadSummary(path=str(path), kg=self.kg)
+        skips = _Skips(summary, echo=echo)
+        records = open_source(path, fmt, strict=strict, on_skip=skips, **options)
+        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+        return self.load_records(records, summary, total_lines=total)
