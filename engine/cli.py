@@ -1,0 +1,235 @@
+"""The ``isorag`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from engine._errors import IsoragError
+
+DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo"
+
+
+def _engine(args: argparse.Namespace, **match: Any) -> Any:
+    from engine._config import EngineConfig, MatchSettings
+    from engine._engine import Engine
+
+    cfg = EngineConfig.from_env(kg=getattr(args, "kg", None))
+    if match:
+        from dataclasses import replace
+
+        cfg = cfg.with_(match=replace(cfg.match, **{k: v for k, v in match.items() if v is not None}))
+    return Engine(cfg)
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# -- commands ------------------------------------------------------------------------------------------
+def cmd_server(args: argparse.Namespace) -> int:
+    if args.server == "neo4j":
+        from engine import local_neo4j as mod
+    else:
+        from engine import local_milvus as mod  # type: ignore[no-redef]
+    {"start": mod.cli_start, "stop": mod.cli_stop, "status": mod.cli_status}[args.action]()
+    return 0
+
+
+def _loader_options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for name in ("head", "relation", "tail"):
+        v = getattr(args, name)
+        if v is not None:
+            opts[name] = int(v) if v.isdigit() else v
+    if args.delimiter is not None:
+        opts["delimiter"] = args.delimiter.encode().decode("unicode_escape")
+    if args.header is not None:
+        opts["header"] = args.header == "yes"
+    if args.nodes:
+        opts["nodes"] = args.nodes
+    if args.edges:
+        opts["edges"] = args.edges
+    return opts
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    with _engine(args) as eng:
+        echo = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
+        if args.from_neo4j:
+            if not args.label or not args.key_prop:
+                raise SystemExit("isorag load --from-neo4j needs --label and --key-prop")
+            summary = eng.load_existing(args.label, args.key_prop, args.name_prop, progress=not args.quiet,
+                                        batch_size=args.batch_size)
+        else:
+            if not args.path:
+                raise SystemExit("isorag load: give a PATH (or --from-neo4j)")
+            summary = eng.load(args.path, args.format, strict=args.strict, progress=not args.quiet,
+                               batch_size=args.batch_size, echo=echo, **_loader_options(args))
+        if args.json:
+            _print_json(summary.to_dict())
+        else:
+            print("\n".join(summary.lines()))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _engine(args) as eng:
+        st = eng.stats()
+    if args.json:
+        _print_json(st)
+        return 0
+    n, m = st["neo4j"], st["milvus"]
+    print(f"KG {st['kg']!r}")
+    print(_table([
+        ["entities", f"{n['entities']:,}", f"{m['entities']:,}"],
+        ["relations", f"{n['relations']:,}", f"{m['relations']:,}"],
+        ["types", f"{n['types']:,}", f"{m['types']:,}"],
+        ["triples", f"{n['triples']:,}", "-"],
+    ], ["", f"Neo4j {n['uri']}", f"Milvus {m['uri']}"]))
+    print("stores agree" if st["agree"] else "STORES DISAGREE: run the load again to complete it")
+    return 0 if st["agree"] else 1
+
+
+def print_retrieval(res: Any) -> None:
+    if not res.subgraphs:
+        print("no subgraph matches the pattern")
+    for i, sg in enumerate(res.subgraphs, 1):
+        print(f"graph [{i}]  GSD {sg.gsd:.4f}")
+        print(_table([[t.head.name, t.relation, t.tail.name] for t in sg.triples], ["head", "relation", "tail"]))
+        print()
+    if res.answers:
+        print("answers: " + ", ".join(f"{a.entity.name} ({a.gsd:.3f})" for a in res.answers))
+    t = res.timings
+    print("timings (ms): " + "  ".join(f"{k} {v:.1f}" for k, v in t.items()))
+    for w in res.warnings:
+        print(f"warning: {w}")
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    text = args.pattern
+    if text == "-":
+        text = sys.stdin.read()
+    elif os.path.isfile(text):
+        text = Path(text).read_text(encoding="utf-8")
+    with _engine(args, k_node=args.k_node, k_rel=args.k_rel, k_type=args.k_type,
+                 injective=not args.homomorphic, directed=args.directed, deadline_s=args.deadline) as eng:
+        res = eng.retrieve(text, k=args.k)
+    if args.json:
+        _print_json(res.to_dict())
+    else:
+        print_retrieval(res)
+    return 0
+
+
+def cmd_drop(args: argparse.Namespace) -> int:
+    if not args.yes:
+        raise SystemExit(f"isorag drop deletes KG {args.kg!r} from Neo4j and Milvus: add --yes")
+    with _engine(args) as eng:
+        eng.drop()
+    print(f"dropped KG {args.kg!r}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Start the local servers, load the bundled demo KG, print its stats and answer a demo question."""
+    args.kg = args.kg or "demo"
+    with _engine(args) as eng:
+        print(f"== loading the demo KG ({DEMO_DIR / 'kb.txt'}) into KG {eng.kg!r}", flush=True)
+        summary = eng.load(DEMO_DIR / "kb.txt", progress=not args.quiet)
+        print("\n".join(summary.lines()))
+    print()
+    cmd_stats(argparse.Namespace(kg=args.kg, json=False))
+    qfile = DEMO_DIR / "questions.jsonl"
+    if qfile.exists():
+        q = json.loads(qfile.read_text(encoding="utf-8").splitlines()[-1])
+        print(f"\n== question: {q['question']}\n   pattern: {json.dumps(q['pattern'])}")
+        with _engine(args) as eng:
+            res = eng.retrieve(q["pattern"])
+        print_retrieval(res)
+        print(f"   expected: {', '.join(q['answers'][:5])}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="isorag", description="Knowledge-graph RAG over Neo4j + Milvus")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    for server in ("neo4j", "milvus"):
+        s = sub.add_parser(server, help=f"the embedded local {server} server")
+        s.add_argument("action", choices=["start", "stop", "status"])
+        s.set_defaults(func=cmd_server, server=server)
+
+    s = sub.add_parser("load", help="load a KG file into Neo4j and Milvus")
+    s.add_argument("path", nargs="?")
+    s.add_argument("--format", choices=["hrt", "tsv", "csv", "nt", "ttl", "jsonl", "tables"])
+    s.add_argument("--kg", default=None, help="KG name (default $ISORAG_KG or 'default')")
+    s.add_argument("--strict", action="store_true", help="stop at the first malformed line")
+    s.add_argument("--batch-size", type=int, default=10_000)
+    s.add_argument("--head"); s.add_argument("--relation"); s.add_argument("--tail")  # noqa: E702
+    s.add_argument("--delimiter"); s.add_argument("--header", choices=["yes", "no"])  # noqa: E702
+    s.add_argument("--nodes"); s.add_argument("--edges")  # noqa: E702
+    s.add_argument("--from-neo4j", action="store_true", help="embed a graph already in Neo4j")
+    s.add_argument("--label"); s.add_argument("--key-prop"); s.add_argument("--name-prop")  # noqa: E702
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("-v", "--verbose", action="store_true", help="print the first skipped lines")
+    s.set_defaults(func=cmd_load)
+
+    s = sub.add_parser("stats", help="counts from both stores, and whether they agree")
+    s.add_argument("--kg", default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_stats)
+
+    s = sub.add_parser("match", help="exact top-k subgraphs for a pattern")
+    s.add_argument("pattern", help='pattern JSON ({"triples": [[h, r, t], ...]}), a file, or - for stdin')
+    s.add_argument("--kg", default=None)
+    s.add_argument("-k", type=int, default=None)
+    s.add_argument("--k-node", type=int); s.add_argument("--k-rel", type=int)  # noqa: E702
+    s.add_argument("--k-type", type=int)
+    s.add_argument("--homomorphic", action="store_true", help="allow one KG node for two pattern nodes")
+    s.add_argument("--directed", action="store_true", help="respect edge direction")
+    s.add_argument("--deadline", type=float, help="seconds")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_match)
+
+    s = sub.add_parser("drop", help="delete a KG from both stores")
+    s.add_argument("--kg", required=True)
+    s.add_argument("--yes", action="store_true")
+    s.set_defaults(func=cmd_drop)
+
+    s = sub.add_parser("demo", help="load the bundled demo KG and answer a demo question")
+    s.add_argument("--kg", default=None)
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except IsoragError as e:
+        print(f"isorag: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("isorag: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
