@@ -50,14 +50,15 @@ _PATTERN_KEYS = ("triples", "graph")  # "triples": the paper's prompts; "graph":
 # Unknown detection
 # ---------------------------------------------------------------------------------------------------------
 
-# "UNKNOWN" as a whole word; "_" and "-" count as separators, so "UNKNOWN_film_1" is unknown too.
-_UNKNOWN_RE = re.compile(r"(?<![0-9A-Za-z])unknown(?![0-9A-Za-z])", re.IGNORECASE)
+# "UNKNOWN" in capitals as a whole word ("_" and "-" count as separators, so "UNKNOWN_film_1" is unknown too).
+# Case matters: KG names such as "The Unknown" or "Unknown Pleasures" are known entities.
+_UNKNOWN_RE = re.compile(r"(?<![0-9A-Za-z])UNKNOWN(?![0-9A-Za-z])")
 _TRAILING_NUMBER_RE = re.compile(r"(\d+)\s*$")
 _HINT_JUNK_RE = re.compile(r"[\s_\-:#()\[\]'\"`.,;]+")
 
 
 def is_unknown_text(text: str) -> bool:
-    """True when ``text`` contains the word ``UNKNOWN`` (any case, as a whole word)."""
+    """True when ``text`` contains the word ``UNKNOWN`` (in capitals, as a whole word)."""
     return _UNKNOWN_RE.search(text) is not None
 
 

@@ -71,8 +71,10 @@ def test_nodes_are_case_sensitive_distinct():
         ("UNKNOWN film 1", True, "film", 1),
         ("UNKNOWN 2", True, None, 2),
         ("UNKNOWN", True, None, None),
-        ("unknown person 3", True, "person", 3),
-        ("Unknown Movie Director 12", True, "movie director", 12),
+        ("UNKNOWN person 3", True, "person", 3),
+        ("UNKNOWN Movie Director 12", True, "movie director", 12),
+        ("Unknown Pleasures", False, None, None),
+        ("The Unknown", False, None, None),
         ("UNKNOWN relation 1", True, "relation", 1),
         ("UNKNOWN_film_1", True, "film", 1),
         ("UNKNOWN person", True, "person", None),
@@ -96,11 +98,11 @@ def test_unknown_detection(text, unknown, hint, number):
 
 def test_unknown_relations():
     p = Pattern.from_triples(
-        [("A", "UNKNOWN relation 1", "B"), ("B", "the unknown link", "C"), ("C", "born in", "D")]
+        [("A", "UNKNOWN relation 1", "B"), ("B", "the UNKNOWN link", "C"), ("C", "born in", "D")]
     )
     assert [e.known for e in p] == [False, False, True]
     assert p.edges[0].relation is None and p.edges[0].label == "UNKNOWN relation 1"
-    assert p.edges[1].relation is None and p.edges[1].label == "the unknown link"
+    assert p.edges[1].relation is None and p.edges[1].label == "the UNKNOWN link"
     assert p.edges[2].relation == "born in"
     assert p.known_relations == ["born in"]
 
