@@ -1,0 +1,44 @@
+# isorag: `make demo` sets everything up and runs the demo; `make test` runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test test-unit servers stop bench-load bench-metaqa clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip "setuptools>69,<70" wheel
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+servers: install
+	$(VENV)/bin/isorag neo4j start
+	$(VENV)/bin/isorag milvus start
+
+demo: servers
+	$(VENV)/bin/isorag demo
+
+test: servers
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-unit: install
+	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+
+stop:
+	-$(VENV)/bin/isorag neo4j stop
+	-$(VENV)/bin/isorag milvus stop
+
+bench-load: servers
+	$(PY) benchmarks/load.py --kb ../shared/data/metaqa/kb.txt
+
+bench-metaqa: servers
+	$(PY) benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold
+
+clean:
+	rm -rf $(VENV) build *.egg-info
