@@ -1,0 +1,146 @@
+"""MetaQA retrieval benchmark (SimGRAG's setting: k(n) = k(r) = 16, k = 3).
+
+    python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
+
+For each question the gold pattern is built from its question type (qa_*_qtype.txt) and topic entity; the
+top-ranked answer entity of ``Engine.retrieve`` is checked against the gold answers (Hits@1), and the top-3
+(Hits@3). Latency per stage (embed, vector, graph, total). ``--oracle`` also runs the exhaustive Cypher
+oracle on the same candidates and reports agreement and speedup. Loads the KB first when the store lacks it.
+The last line is one JSON object (also benchmarks/results/metaqa.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import _common  # noqa: F401
+from _common import ROOT, emit, peak_rss_mb, percentile, start_servers
+
+DATA = ROOT.parent / "shared" / "data" / "metaqa"
+
+
+def read_questions(hop: int, split: str, limit: int | None) -> list[dict[str, Any]]:
+    qa = (DATA / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
+    qt = (DATA / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
+    out = []
+    for line, qtype in zip(qa, qt):
+        q, ans = line.split("\t")
+        m = re.search(r"\[([^\]]+)\]", q)
+        if not m:
+            continue
+        out.append({"question": q, "topic": m.group(1), "answers": ans.split("|"), "qtype": qtype.strip(), "hops": hop})
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def norm(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--hops", default="1,2,3")
+    ap.add_argument("--pattern", choices=["gold", "llm"], default="gold")
+    ap.add_argument("--limit", type=int, default=None, help="first N questions per hop")
+    ap.add_argument("--kg", default="metaqa")
+    ap.add_argument("--kb", default=str(DATA / "kb.txt"))
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--k-node", type=int, default=16)
+    ap.add_argument("--k-rel", type=int, default=16)
+    ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
+    args = ap.parse_args()
+
+    from metaqa_qtypes import gold_pattern
+
+    neo, mil = start_servers()
+    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine._engine import Engine
+
+    cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
+                       match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k))
+    eng = Engine(cfg)
+    st = eng.graph.stats()
+    if st["entities"] == 0 or not eng.stats()["agree"]:
+        print(f"loading {args.kb} into KG {args.kg!r} ...", flush=True)
+        eng.load(args.kb)
+    llm = None
+    if args.pattern == "llm":
+        from engine.llm import make_llm
+
+        llm = make_llm()
+        if llm is None:
+            raise SystemExit("--pattern llm needs an LLM endpoint: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL")
+    # warm-up: model, connections, caches
+    eng.retrieve(gold_pattern("movie_to_director", "Inception"))
+
+    hits1: dict[str, float] = {}
+    hits3: dict[str, float] = {}
+    per_stage: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
+    oracle_agree, oracle_n, oracle_ms, matcher_ms = 0, 0, [], []
+    n_total, t_all = 0, 0.0
+    counts: dict[str, int] = {}
+    for hop in [int(h) for h in args.hops.split(",")]:
+        qs = read_questions(hop, args.split, args.limit)
+        h1 = h3 = 0
+        for q in qs:
+            pattern = gold_pattern(q["qtype"], q["topic"])
+            t0 = time.perf_counter()
+            if llm is not None:
+                res = eng.ask(q["question"].replace("[", "").replace("]", ""), k=args.k).retrieval
+            else:
+                res = eng.retrieve(pattern, k=args.k)
+            t_all += time.perf_counter() - t0
+            for stage in per_stage:
+                per_stage[stage].append(res.timings.get(stage, 0.0))
+            gold = {norm(a) for a in q["answers"]}
+            names = [norm(a.entity.name) for a in res.answers]
+            h1 += bool(names) and names[0] in gold
+            h3 += any(n in gold for n in names[:3])
+            if args.oracle:
+                from engine.matching import Matcher
+                from engine.oracle import oracle_matches
+
+                pat = res.pattern
+                cands = eng.retriever.candidates(pat, cfg.match, {})
+                t1 = time.perf_counter()
+                got, _ = Matcher(eng.graph, cfg.match).top_k(pat, cands, args.k)
+                t2 = time.perf_counter()
+                want = oracle_matches(eng.graph, pat, cands, limit=args.k)
+                t3 = time.perf_counter()
+                matcher_ms.append((t2 - t1) * 1000)
+                oracle_ms.append((t3 - t2) * 1000)
+                oracle_n += 1
+                oracle_agree += [round(m.gsd, 6) for m in got] == [round(m.gsd, 6) for m in want]
+        n = max(len(qs), 1)
+        hits1[str(hop)] = round(h1 / n, 4)
+        hits3[str(hop)] = round(h3 / n, 4)
+        counts[str(hop)] = len(qs)
+        n_total += len(qs)
+        print(f"{hop}-hop: {len(qs)} questions  Hits@1 {h1 / n:.4f}  Hits@3 {h3 / n:.4f}", flush=True)
+    p50 = {k: round(percentile(v, 50), 2) for k, v in per_stage.items()}
+    p95 = {k: round(percentile(v, 95), 2) for k, v in per_stage.items()}
+    print(f"latency p50 (ms): {p50}\nlatency p95 (ms): {p95}")
+    result: dict[str, Any] = {
+        "split": args.split, "pattern": args.pattern, "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel,
+        "questions": counts, "hits1": hits1, "hits3": hits3, "p50_ms": p50, "p95_ms": p95,
+        "qps": round(n_total / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+    if args.oracle:
+        result["oracle"] = {
+            "queries": oracle_n, "agreement": round(oracle_agree / max(oracle_n, 1), 4),
+            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2), "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
+            "speedup_p50": round(percentile(oracle_ms, 50) / max(percentile(matcher_ms, 50), 1e-9), 2),
+        }
+        print(f"oracle: {result['oracle']}")
+    eng.close()
+    emit("metaqa", result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Exactness of the best-first matcher against the exhaustive Cypher oracle, on random KGs in the real Neo4j."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine._config import MatchSettings
+from engine._errors import PatternError
+from engine.matching import Matcher
+from engine.oracle import oracle_matches
+from engine.pattern import Pattern
+from loaders._model import EntityRecord, Triple
+from loaders.bulk import BulkLoader, LoadSummary
+
+pytestmark = pytest.mark.integration
+
+NAMES = ["Ada", "Bob", "Cleo", "Dan", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lou"]
+RELS = ["knows", "likes", "works with", "married to", "lives near"]
+
+
+def random_kg(seed: int, n: int = 24, m: int = 70) -> list[Any]:
+    """Entities e0..e(n-1) named from a small pool (so names repeat), random typed triples, a few self-loops
+    and parallel edges of different relations."""
+    rng = random.Random(seed)
+    recs: list[Any] = [EntityRecord(f"e{i}", rng.choice(NAMES), (), 0) for i in range(n)]
+    for j in range(m):
+        h, t = rng.randrange(n), rng.randrange(n)
+        if rng.random() < 0.05:
+            t = h
+        recs.append(Triple(f"e{h}", rng.choice(RELS), f"e{t}", j))
+    return recs
+
+
+@pytest.fixture(scope="module")
+def kg_engine(request: Any, neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
+    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
+    from engine._engine import Engine
+
+    from conftest import unique_kg
+
+    eng = Engine(EngineConfig(kg=unique_kg("match"), neo4j=Neo4jSettings(uri=neo4j_uri),
+                              milvus=MilvusSettings(uri=milvus_uri)))
+    eng._embedder = embedder
+    BulkLoader(eng.graph, eng.vectors, embedder, progress=False).load_records(random_kg(7), LoadSummary())
+    yield eng
+    eng.drop()
+    eng.close()
+
+
+def node_text(draw: Any, unknown_ok: bool = True) -> str:
+    return draw(st.sampled_from(NAMES + ["Adam", "Evelyn", "Gustav"]))
+
+
+@st.composite
+def patterns(draw: Any) -> Pattern:
+    shape = draw(st.sampled_from(["path", "star", "cycle", "multi", "disconnected", "loop"]))
+    size = draw(st.integers(1, 3))
+    nodes: list[str] = []
+    n_nodes = {"path": size + 1, "star": size + 1, "cycle": max(size, 2) + 1, "multi": 2,
+               "disconnected": 4, "loop": 2}[shape]
+    for i in range(n_nodes):
+        if i > 0 and draw(st.booleans()):
+            nodes.append(f"UNKNOWN thing {i}")
+        else:
+            nodes.append(draw(st.sampled_from(NAMES + ["Adam", "Evelyn", "Gustav"])))
+    # distinct node ids (a repeated known name would merge two pattern nodes)
+    seen: set[str] = set()
+    for i, n in enumerate(nodes):
+        if n in seen:
+            nodes[i] = f"UNKNOWN thing {i}"
+        seen.add(nodes[i])
+
+    def rel() -> str:
+        return draw(st.sampled_from(RELS + ["UNKNOWN relation 1", "friend of", "near"]))
+
+    if shape == "path":
+        triples = [(nodes[i], rel(), nodes[i + 1]) for i in range(len(nodes) - 1)]
+    elif shape == "star":
+        triples = [(nodes[0], rel(), nodes[i]) for i in range(1, len(nodes))]
+    elif shape == "cycle":
+        triples = [(nodes[i], rel(), nodes[(i + 1) % len(nodes)]) for i in range(len(nodes))]
+    elif shape == "multi":
+        triples = [(nodes[0], rel(), nodes[1]), (nodes[1], rel(), nodes[0])]
+    elif shape == "loop":
+        triples = [(nodes[0], rel(), nodes[1]), (nodes[1], rel(), nodes[1])]
+    else:
+        triples = [(nodes[0], rel(), nodes[1]), (nodes[2], rel(), nodes[3])]
+    if draw(st.booleans()):
+        triples = [(t, r, h) for h, r, t in triples]
+    return Pattern.from_triples(triples)
+
+
+def check_equal(got: list[Any], want: list[Any], k: int) -> None:
+    want = want[:k]
+    assert [round(m.gsd, 6) for m in got] == [round(m.gsd, 6) for m in want]
+    if not want:
+        return
+    kth = want[-1].gsd
+
+    def sig(m: Any) -> Any:
+        return (tuple(sorted(m.nodes.items())), tuple(sorted(m.edges.items())))
+
+    strict_got = {sig(m) for m in got if m.gsd < kth - 1e-6}
+    strict_want = {sig(m) for m in want if m.gsd < kth - 1e-6}
+    assert strict_got == strict_want
+
+
+MODES = [(True, False), (False, False), (True, True), (False, True)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pattern=patterns(), k=st.integers(1, 6), mode=st.sampled_from(MODES), k_node=st.sampled_from([2, 4, 12]))
+def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[bool, bool], k_node: int) -> None:
+    injective, directed = mode
+    ms = MatchSettings(k_node=k_node, k_rel=3, k=k, injective=injective, directed=directed, batch_size=8)
+    retr = kg_engine.retriever
+    try:
+        cands = retr.candidates(pattern, ms, {})
+        got, stats = Matcher(kg_engine.graph, ms).top_k(pattern, cands, k)
+    except PatternError:
+        assert any(all(not n.known for n in c.nodes.values()) for c in pattern.components())
+        return
+    assert not stats.deadline_hit
+    # brute force: every isomorphic subgraph, then the same (GSD) order
+    want = oracle_matches(kg_engine.graph, pattern, cands, limit=100_000, injective=injective, directed=directed)
+    check_equal(got, want, k)
+    for m in got:  # each result is a real mapping with the GSD it claims
+        from engine.matching import gsd_of
+
+        assert abs(gsd_of(pattern, cands, m.nodes, m.edges) - m.gsd) < 1e-9
+
+
+def test_no_match_and_refused_all_unknown(kg_engine: Any) -> None:
+    res = kg_engine.retrieve({"triples": [["Ada", "knows", "UNKNOWN x 1"], ["UNKNOWN x 1", "knows", "UNKNOWN y 2"],
+                                          ["UNKNOWN y 2", "knows", "UNKNOWN z 3"], ["UNKNOWN z 3", "knows", "Ada"],
+                                          ["Ada", "knows", "UNKNOWN w 4"], ["UNKNOWN w 4", "knows", "UNKNOWN z 3"]]},
+                             k_node=1, k_rel=1)
+    assert isinstance(res.subgraphs, list)
+    with pytest.raises(PatternError, match="nothing to anchor"):
+        kg_engine.retrieve({"triples": [["UNKNOWN a 1", "knows", "UNKNOWN b 2"]]})
+
+
+def test_injective_vs_homomorphic(make_engine: Any) -> None:
+    """Two pattern nodes that can only map to one entity: no injective match, one homomorphic match."""
+    eng = make_engine()
+    recs = [Triple("Solo", "knows", "Solo", 1), Triple("Other", "likes", "Third", 2)]
+    BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
+    pat = {"triples": [["Solo", "knows", "UNKNOWN person 1"]]}
+    inj = eng.retrieve(pat, k_node=1, k_rel=1)
+    hom = eng.retrieve(pat, k_node=1, k_rel=1, injective=False)
+    assert inj.subgraphs == []
+    assert len(hom.subgraphs) == 1 and hom.subgraphs[0].mapping["UNKNOWN person 1"].name == "Solo"
+
+
+def test_same_name_entities_both_found(make_engine: Any) -> None:
+    eng = make_engine()
+    recs = [EntityRecord("m1", "Heat", (), 1), EntityRecord("m2", "Heat", (), 2),
+            Triple("m1", "directed_by", "Michael Mann", 3), Triple("m2", "directed_by", "Dean Jones", 4)]
+    BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
+    res = eng.retrieve({"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}, k=3)
+    assert sorted(a.entity.name for a in res.answers) == ["Dean Jones", "Michael Mann"]
+    assert all(abs(s.gsd - res.subgraphs[0].gsd) < 1e-6 for s in res.subgraphs)
+
+
+def test_deadline_is_reported(kg_engine: Any) -> None:
+    pat = {"triples": [["Ada", "UNKNOWN relation 1", "UNKNOWN a 1"], ["UNKNOWN a 1", "UNKNOWN relation 2", "UNKNOWN b 2"],
+                       ["UNKNOWN b 2", "UNKNOWN relation 3", "UNKNOWN c 3"]]}
+    t0 = time.perf_counter()
+    res = kg_engine.retrieve(pat, k=10_000, k_node=12, deadline_s=0.001)
+    assert time.perf_counter() - t0 < 5
+    assert not res.exact and res.stats["deadline_hit"]
+    assert any("deadline" in w for w in res.warnings)
