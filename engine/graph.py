@@ -78,6 +78,8 @@ def get_driver(settings: Neo4jSettings, uri: str) -> Any:
                 liveness_check_timeout=settings.liveness_check_timeout,
                 connection_timeout=settings.connection_timeout,
                 keep_alive=True,
+                # the server's hints (e.g. "relationship type IS_A does not exist yet") are not errors
+                notifications_min_severity="OFF",
             )
             _DRIVERS[key] = drv
         return drv
@@ -159,10 +161,10 @@ class GraphStore:
     def ensure_schema(self) -> None:
         if self._checked:
             return
-        for stmt in cypher("schema").split(";"):
-            lines = [ln for ln in stmt.strip().splitlines() if not ln.strip().startswith("//")]
-            if "".join(lines).strip():
-                self.write("\n".join(lines))
+        text = "\n".join(ln for ln in cypher("schema").splitlines() if not ln.strip().startswith("//"))
+        for stmt in text.split(";"):
+            if stmt.strip():
+                self.write(stmt.strip())
         self.write("CALL db.awaitIndexes(300)")
         self._checked = True
 
