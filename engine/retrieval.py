@@ -13,6 +13,8 @@ from engine.pattern import Pattern
 
 #: at most this many entities are taken from the top-k(t) types of a typed unknown node
 TYPE_CANDIDATE_LIMIT = 100_000
+#: a relation vocabulary up to this size is searched exactly in process (one matrix product, no round trip)
+LOCAL_RELATION_LIMIT = 20_000
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,33 @@ class Retriever:
     def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         self._has_types: bool | None = None
+        self._rel_matrix: tuple[list[int], Any] | None = None
+        self._text_cache: dict[str, Any] = {}
+
+    def relation_matrix(self, catalog: Mapping[int, Any]) -> tuple[list[int], Any] | None:
+        """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
+        if len(catalog) > LOCAL_RELATION_LIMIT:
+            return None
+        if self._rel_matrix is None or len(self._rel_matrix[0]) != len(catalog):
+            import numpy as np
+
+            got = self.vectors.get_vectors("relations", list(catalog))
+            rids = [rid for rid in catalog if rid in got]
+            mat = np.stack([got[r] for r in rids]).astype("float32") if rids else np.zeros((0, 1), "float32")
+            self._rel_matrix = (rids, mat)
+        return self._rel_matrix
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached."""
+        import numpy as np
+
+        miss = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        if miss:
+            if len(self._text_cache) > 50_000:
+                self._text_cache.clear()
+            for t, v in zip(miss, self.embedder.encode(miss)):
+                self._text_cache[t] = v
+        return np.stack([self._text_cache[t] for t in texts]) if texts else None
 
     def has_types(self) -> bool:
         if self._has_types is None:
@@ -128,7 +157,7 @@ class Retriever:
         type_texts = sorted(set(typed.values()))
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
-        vecs = self.embedder.encode(texts) if texts else None
+        vecs = self.encode(texts)
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         node_hits: dict[str, dict[int, float]] = {}
@@ -138,9 +167,20 @@ class Retriever:
         rel_hits: dict[str, dict[str, float]] = {}
         if rel_texts:
             limit = min(settings.k_rel, len(catalog))
-            res = self.vectors.search("relations", vecs[len(node_texts): len(node_texts) + len(rel_texts)], limit)
-            for t, hits in zip(rel_texts, res):
-                rel_hits[t] = {catalog[rid].type: d for rid, d in hits if rid in catalog}
+            qv = vecs[len(node_texts): len(node_texts) + len(rel_texts)]
+            local = self.relation_matrix(catalog)
+            if local is not None and local[0]:
+                import numpy as np
+
+                rids, mat = local
+                dist = np.sqrt(np.maximum(((qv[:, None, :] - mat[None, :, :]) ** 2).sum(-1), 0.0))
+                for t, row in zip(rel_texts, dist):
+                    order = np.argsort(row, kind="stable")[:limit]
+                    rel_hits[t] = {catalog[rids[j]].type: float(row[j]) for j in order}
+            else:
+                res = self.vectors.search("relations", qv, limit)
+                for t, hits in zip(rel_texts, res):
+                    rel_hits[t] = {catalog[rid].type: d for rid, d in hits if rid in catalog}
         type_hits: dict[str, list[int]] = {}
         if type_texts:
             res = self.vectors.search("types", vecs[len(node_texts) + len(rel_texts):], settings.k_type)
