@@ -338,7 +338,9 @@ class Matcher:
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]
-        types = sorted({t for _, t in group if t is not None}) if not wildcard_rel else all_types
+        # the alternation lists every candidate type of the edge (not only this batch's), so the statement's
+        # text, and with it Neo4j's cached plan, is the same for every batch; rows filter by their own type
+        types = sorted(rel_c) if not wildcard_rel else all_types
         if not types:
             return
         rows_in = []
