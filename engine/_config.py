@@ -17,6 +17,9 @@ DEFAULT_K_NODE = 16
 DEFAULT_K_REL = 16
 DEFAULT_K_TYPE = 16
 DEFAULT_K = 3
+#: Few-shot examples: the bundled ones for the demo KG, 12 shots as in SimGRAG (DIGEST §3.5).
+DEFAULT_FEWSHOT = "demo"
+DEFAULT_SHOTS = 12
 
 _KG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
@@ -101,6 +104,34 @@ class MatchSettings:
 
 
 @dataclass(frozen=True)
+class VerifySettings:
+    """How a claim is judged without an LLM (see :mod:`engine.answering`).
+
+    A known element of the claim (an entity, a relation) is *matched* by a KG item when that item is the nearest
+    one to the element's text (within ``tie``) and no farther than ``threshold`` (entities) or
+    ``relation_threshold`` (relations). Distances are Euclidean between normalized embeddings, in [0, 2].
+
+    Defaults, measured with all-MiniLM-L6-v2 (an uncased model) on the demo KG: case and spacing variants are
+    0 apart, "The Ritz" / "Ritz" 0.41, while different entities are rarely closer than 0.55 ("Thomas Mann" /
+    "Michael Mann" 0.67, nearest other director p5 0.76); so ``threshold=0.5`` tells "the KG has this entity"
+    from "it only has something that looks like it". Adjacent years can be only 0.40 apart, which no absolute
+    threshold separates: hence the nearest-item rule. Relations are paraphrased more ("in language" /
+    "in_language" 0.87, "director" / "directed_by" 0.99) while unrelated relations are 1.17 apart on average:
+    ``relation_threshold=1.0``, the nearest-item rule again choosing among close ones.
+    """
+
+    threshold: float = 0.5
+    relation_threshold: float = 1.0
+    tie: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "relation_threshold", "tie"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 2:
+                raise ConfigError(f"verify {name} must be a distance in [0, 2], got {v!r}")
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     kg: str = DEFAULT_KG
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
@@ -108,9 +139,17 @@ class EngineConfig:
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     device: str = "auto"
     match: MatchSettings = field(default_factory=MatchSettings)
+    #: few-shot examples for the LLM prompts: a bundled name ("demo"), a directory holding
+    #: ``pattern.jsonl``, ``claim.jsonl``, ``answer.jsonl``, ``verify.jsonl`` (or ``<name>_<kind>.jsonl``),
+    #: or None for zero-shot prompts
+    fewshot: str | None = DEFAULT_FEWSHOT
+    shots: int = DEFAULT_SHOTS
+    verify: VerifySettings = field(default_factory=VerifySettings)
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
+        if isinstance(self.shots, bool) or not isinstance(self.shots, int) or self.shots < 0:
+            raise ConfigError(f"shots must be an int >= 0, got {self.shots!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "EngineConfig":
@@ -121,6 +160,20 @@ class EngineConfig:
             "embedding_model": os.environ.get("ISORAG_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
             "device": os.environ.get("ISORAG_DEVICE", "auto"),
         }
+        if os.environ.get("ISORAG_FEWSHOT") is not None:
+            kw["fewshot"] = os.environ["ISORAG_FEWSHOT"].strip() or None
+        if os.environ.get("ISORAG_SHOTS"):
+            try:
+                kw["shots"] = int(os.environ["ISORAG_SHOTS"])
+            except ValueError:
+                raise ConfigError(f"ISORAG_SHOTS={os.environ['ISORAG_SHOTS']!r} is not an integer") from None
+        if os.environ.get("ISORAG_VERIFY_THRESHOLD"):
+            try:
+                kw["verify"] = VerifySettings(threshold=float(os.environ["ISORAG_VERIFY_THRESHOLD"]))
+            except ValueError:
+                raise ConfigError(
+                    f"ISORAG_VERIFY_THRESHOLD={os.environ['ISORAG_VERIFY_THRESHOLD']!r} is not a number"
+                ) from None
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 

@@ -1,4 +1,4 @@
-"""The Engine: one object that owns the stores, the embedder and (later) the LLM and the scorer."""
+"""The Engine: one object that owns the stores, the embedder, the LLM and (later) the scorer."""
 
 from __future__ import annotations
 
@@ -15,9 +15,14 @@ class Engine:
     >>> with Engine(kg="demo") as eng:          # local Neo4j and Milvus start on demand
     ...     eng.load("engine/data/demo/kb.txt")
     ...     eng.retrieve({"triples": [["Flashpoint", "starred_actors", "UNKNOWN actor 1"]]})
+    ...     eng.ask("who acted in Flashpoint")   # with an LLM (ISORAG_LLM_* or llm=); else pass pattern=
+
+    ``llm``: an :class:`~engine.llm.LLMConfig`, an :class:`~engine.llm.LLM`, a langchain-core chat model,
+    ``None`` (the default: an OpenAI-compatible endpoint when ``ISORAG_LLM_*`` configures one, else no LLM)
+    or ``False`` (no LLM, whatever the environment says).
     """
 
-    def __init__(self, config: EngineConfig | None = None, **overrides: Any) -> None:
+    def __init__(self, config: EngineConfig | None = None, *, llm: Any = None, **overrides: Any) -> None:
         cfg = config or EngineConfig.from_env()
         if overrides:
             cfg = cfg.with_(**overrides)
@@ -27,6 +32,11 @@ class Engine:
         self._vectors: Any = None
         self._embedder: Any = None
         self._matcher: Any = None
+        self._llm_arg: Any = llm
+        self._llm: Any = None
+        self._llm_ready = False
+        self._llm_owned = False
+        self._fewshot: dict[str, list[dict[str, Any]]] = {}
 
     # -- components (lazy: a component starts or connects at first use) -------------------------------
     @property
@@ -129,15 +139,140 @@ class Engine:
         settings = replace(self.config.match, **match) if match else self.config.match
         return self.retriever.retrieve(pattern, k=k, settings=settings)
 
+    # -- the LLM and its few-shot examples ---------------------------------------------------------------
+    @property
+    def llm(self) -> Any:
+        """The :class:`~engine.llm.LLM` in use, or None (made at first use from the ``llm`` argument)."""
+        with self._lock:
+            if not self._llm_ready:
+                from engine.llm import LLM, make_llm
+
+                arg = self._llm_arg
+                self._llm = None if arg is False else make_llm(arg)
+                # an LLM the engine made (from a config or the environment) is the engine's to close
+                self._llm_owned = self._llm is not None and not isinstance(arg, LLM)
+                self._llm_ready = True
+            return self._llm
+
+    @llm.setter
+    def llm(self, value: Any) -> None:
+        with self._lock:
+            self._llm_arg, self._llm_ready, self._llm, self._llm_owned = value, False, None, False
+
+    def fewshot(self, kind: str) -> list[dict[str, Any]]:
+        """The first ``config.shots`` few-shot examples of ``kind`` (``pattern``, ``claim``, ``answer``,
+        ``verify``) from ``config.fewshot``: a bundled name ("demo"), a directory with ``<kind>.jsonl`` (or
+        ``<name>_<kind>.jsonl``) files, a path prefix ``P`` with ``P_<kind>.jsonl`` files, or None (no examples)."""
+        with self._lock:
+            if kind not in self._fewshot:
+                self._fewshot[kind] = _load_fewshot(self.config.fewshot, kind, self.config.shots)
+            return self._fewshot[kind]
+
+    # -- answers and verdicts (engine.answering) ------------------------------------------------------
+    def ask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
+            **match: Any) -> Any:
+        """Answer ``query`` from the KG: the LLM's pattern (or ``pattern``), the top-``k`` subgraphs, the LLM's
+        answer over them (without an LLM: the entities bound to the pattern's unknown target). Returns an
+        :class:`~engine.answering.Answer`; a failing stage raises, or with ``raise_errors=False`` is reported in
+        ``Answer.failed_stage`` / ``Answer.error``. ``match`` overrides MatchSettings fields for this call."""
+        from engine.answering import ask
+
+        return ask(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+
+    async def aask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
+                   **match: Any) -> Any:
+        """The async twin of :meth:`ask`."""
+        from engine.answering import aask
+
+        return await aask(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+
+    def ask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
+                   **match: Any) -> Any:
+        """:meth:`ask` as events: ``PatternEvent``, ``SubgraphsEvent``, ``TokenEvent``... and ``AnswerEvent``."""
+        from engine.answering import ask_stream
+
+        return ask_stream(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+
+    def aask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
+                    **match: Any) -> Any:
+        """The async twin of :meth:`ask_stream` (an async iterator)."""
+        from engine.answering import aask_stream
+
+        return aask_stream(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+
+    def verify(self, claim: str, *, pattern: Any = None, k: int | None = None, threshold: float | None = None,
+               raise_errors: bool = True, **match: Any) -> Any:
+        """Check ``claim`` against the KG: a :class:`~engine.answering.Verdict` (SUPPORTED, REFUTED or
+        NOT_ENOUGH_INFO) with its evidence. With an LLM, SimGRAG's True/False over the evidence; without one,
+        the rule of :mod:`engine.answering` (``threshold`` overrides ``config.verify.threshold``)."""
+        from engine.answering import verify
+
+        return verify(self, claim, pattern=pattern, k=k, threshold=threshold, raise_errors=raise_errors, **match)
+
+    async def averify(self, claim: str, *, pattern: Any = None, k: int | None = None,
+                      threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Any:
+        """The async twin of :meth:`verify`."""
+        from engine.answering import averify
+
+        return await averify(self, claim, pattern=pattern, k=k, threshold=threshold, raise_errors=raise_errors,
+                             **match)
+
+    def verify_many(self, claims: Any, *, concurrency: int = 4, raise_errors: bool = False, **kw: Any) -> list[Any]:
+        """Verdicts for many claims (strings, ``(claim, pattern)`` pairs or ``{"claim", "pattern"}`` mappings),
+        in order, ``concurrency`` at a time. A failing claim is reported in its Verdict unless ``raise_errors``."""
+        from engine.answering import verify_many
+
+        return verify_many(self, claims, concurrency=concurrency, raise_errors=raise_errors, **kw)
+
+    async def averify_many(self, claims: Any, *, concurrency: int = 4, raise_errors: bool = False,
+                           **kw: Any) -> list[Any]:
+        """The async twin of :meth:`verify_many`."""
+        from engine.answering import averify_many
+
+        return await averify_many(self, claims, concurrency=concurrency, raise_errors=raise_errors, **kw)
+
+    def as_retriever(self, k: int = 3, **kw: Any) -> Any:
+        """A langchain-core retriever over this engine (:class:`engine.langchain.IsoragRetriever`)."""
+        from engine.langchain import IsoragRetriever
+
+        return IsoragRetriever(engine=self, k=k, **kw)
+
     # -- lifecycle -----------------------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:
             if self._vectors is not None and hasattr(self._vectors, "close"):
                 self._vectors.close()
             self._vectors = None
+            if self._llm_owned and hasattr(self._llm, "close"):
+                self._llm.close()
+            self._llm, self._llm_ready, self._llm_owned = None, False, False
 
     def __enter__(self) -> "Engine":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _load_fewshot(source: str | None, kind: str, shots: int) -> list[dict[str, Any]]:
+    from engine._errors import ConfigError
+    from engine.prompting import load_fewshot
+
+    if source is None or shots == 0:
+        return []
+    given = Path(source).expanduser()
+    if given.is_dir():
+        files = [given / f"{kind}.jsonl"] + sorted(given.glob(f"*_{kind}.jsonl"))
+        found = [f for f in files if f.is_file()]
+        if not found:
+            raise ConfigError(f"few-shot directory {given} has no {kind}.jsonl (nor *_{kind}.jsonl)")
+        return load_fewshot(found[0], shots)
+    prefixed = Path(f"{given}_{kind}.jsonl")
+    if prefixed.is_file():
+        return load_fewshot(prefixed, shots)
+    if given.is_file():
+        raise ConfigError(
+            f"fewshot={source!r} is one file, but the prompts need four kinds of examples: give a directory with "
+            "pattern.jsonl, claim.jsonl, answer.jsonl and verify.jsonl (or a prefix P of P_<kind>.jsonl files)"
+        )
+    return load_fewshot(source, shots, kind=kind)

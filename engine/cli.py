@@ -23,7 +23,13 @@ def _engine(args: argparse.Namespace, **match: Any) -> Any:
         from dataclasses import replace
 
         cfg = cfg.with_(match=replace(cfg.match, **{k: v for k, v in match.items() if v is not None}))
-    return Engine(cfg)
+    if getattr(args, "fewshot", None):
+        cfg = cfg.with_(fewshot=args.fewshot)
+    if getattr(args, "threshold", None) is not None:
+        from dataclasses import replace
+
+        cfg = cfg.with_(verify=replace(cfg.verify, threshold=args.threshold))
+    return Engine(cfg, llm=False if getattr(args, "no_llm", False) else None)
 
 
 def _print_json(obj: Any) -> None:
@@ -143,6 +149,70 @@ def cmd_drop(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_answer(ans: Any) -> None:
+    """An Answer as text: the answer, its evidence as a table per subgraph, the timings."""
+    print(f"question: {ans.query}")
+    if ans.pattern is not None:
+        origin = "LLM" if ans.pattern_text is not None else "given"
+        print(f"pattern ({origin}): {json.dumps(ans.pattern.to_json(), ensure_ascii=False)}")
+    if ans.failed_stage:
+        print(f"FAILED at stage {ans.failed_stage}: {ans.error}")
+    else:
+        print(f"answer: {ans.text.strip()}")
+    if ans.answers:
+        print("answer entities: " + ", ".join(f"{a.entity.name} (GSD {a.gsd:.3f})" for a in ans.answers))
+    print()
+    if not ans.subgraphs and not ans.failed_stage:
+        print("evidence: no subgraph of the KG matches the pattern")
+    for i, sg in enumerate(ans.subgraphs, 1):
+        print(f"evidence graph [{i}]  GSD {sg.gsd:.4f}")
+        print(_table([[t.head.name, t.relation, t.tail.name] for t in sg.triples], ["head", "relation", "tail"]))
+        print()
+    print("timings (ms): " + "  ".join(f"{k} {v:.1f}" for k, v in ans.timings.items()))
+    if ans.usage.get("calls"):
+        u = ans.usage
+        print(f"LLM: {u['calls']} call(s), {u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens, "
+              f"{u['retries']} retries")
+    for w in ans.warnings:
+        print(f"warning: {w}")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    pattern = None
+    if args.pattern:
+        text = args.pattern
+        if text == "-":
+            text = sys.stdin.read()
+        elif os.path.isfile(text):
+            text = Path(text).read_text(encoding="utf-8")
+        pattern = text
+    with _engine(args, k_node=args.k_node, k_rel=args.k_rel, deadline_s=args.deadline) as eng:
+        ans = eng.ask(args.question, pattern=pattern, k=args.k, raise_errors=False)
+    if args.json:
+        _print_json(ans.to_dict())
+    elif ans.failed_stage == "pattern":
+        print(f"isorag: error: {ans.error}", file=sys.stderr)
+    else:
+        print_answer(ans)
+    return 2 if ans.failed_stage else 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from engine.jobs import format_summary, parse_shard, run_verify_job
+
+    shard = parse_shard(args.shard)
+    with _engine(args, k_node=args.k_node, k_rel=args.k_rel, deadline_s=args.deadline) as eng:
+        summary = run_verify_job(eng, args.claims, args.out, concurrency=args.concurrency, shard=shard,
+                                 fmt=args.format, retry_failed=args.retry_failed, progress=not args.quiet,
+                                 k=args.k)
+    if args.json:
+        _print_json(summary)
+    else:
+        print(format_summary(summary))
+    # malformed rows and failed claims are counted, reported and make the exit status non-zero
+    return 1 if summary["malformed"] or summary["failed"] else 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Start the local servers, load the bundled demo KG, print its stats and answer a demo question."""
     args.kg = args.kg or "demo"
@@ -155,11 +225,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     qfile = DEMO_DIR / "questions.jsonl"
     if qfile.exists():
         q = json.loads(qfile.read_text(encoding="utf-8").splitlines()[-1])
-        print(f"\n== question: {q['question']}\n   pattern: {json.dumps(q['pattern'])}")
+        print(f"\n== question with its pattern given: {q['question']}")
         with _engine(args) as eng:
-            res = eng.retrieve(q["pattern"])
-        print_retrieval(res)
-        print(f"   expected: {', '.join(q['answers'][:5])}")
+            ans = eng.ask(q["question"], pattern=q["pattern"], raise_errors=False)
+            print_answer(ans)
+            print(f"   expected: {', '.join(q['answers'][:5])}")
+            if eng.llm is not None:
+                print(f"\n== the same question, pattern and answer by the LLM ({eng.llm!r})")
+                print_answer(eng.ask(q["question"], raise_errors=False))
+            else:
+                print("\n(no LLM configured: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL to have it write the "
+                      "pattern and the answer)")
     return 0
 
 
@@ -209,6 +285,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kg", required=True)
     s.add_argument("--yes", action="store_true")
     s.set_defaults(func=cmd_drop)
+
+    s = sub.add_parser("ask", help="answer a question from the KG, with its evidence")
+    s.add_argument("question")
+    s.add_argument("--pattern", help="pattern JSON (a file, or - for stdin); default: the LLM writes it")
+    s.add_argument("--kg", default=None)
+    s.add_argument("-k", type=int, default=None, help="subgraphs to retrieve (default 3)")
+    s.add_argument("--k-node", type=int); s.add_argument("--k-rel", type=int)  # noqa: E702
+    s.add_argument("--deadline", type=float, help="seconds")
+    s.add_argument("--fewshot", help="few-shot examples: a bundled name or a directory (default demo)")
+    s.add_argument("--no-llm", action="store_true", help="do not use the LLM even when one is configured")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_ask)
+
+    s = sub.add_parser("verify", help="verify claims from a JSON Lines or CSV file (resumable, shardable)")
+    s.add_argument("claims", help="JSON Lines or CSV: id, claim, optional label, optional pattern")
+    s.add_argument("--out", required=True, help="verdicts, one JSON line per claim (appended; a rerun resumes)")
+    s.add_argument("--kg", default=None)
+    s.add_argument("--format", choices=["jsonl", "csv"], help="default: from the file's suffix")
+    s.add_argument("--concurrency", type=int, default=4)
+    s.add_argument("--shard", help="i/n: only the ids that hash to shard i of n (from 0)")
+    s.add_argument("--threshold", type=float, help="without an LLM: the largest entity distance a claim "
+                   "element may have to its KG match (default 0.5)")
+    s.add_argument("-k", type=int, default=None, help="evidence subgraphs per claim (default 3)")
+    s.add_argument("--k-node", type=int); s.add_argument("--k-rel", type=int)  # noqa: E702
+    s.add_argument("--deadline", type=float, help="seconds per claim")
+    s.add_argument("--fewshot", help="few-shot examples: a bundled name or a directory (default demo)")
+    s.add_argument("--no-llm", action="store_true", help="judge by the rule even when an LLM is configured")
+    s.add_argument("--retry-failed", action="store_true", help="verify again the claims whose verification failed")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.set_defaults(func=cmd_verify)
 
     s = sub.add_parser("demo", help="load the bundled demo KG and answer a demo question")
     s.add_argument("--kg", default=None)

@@ -16,6 +16,8 @@ strings: ``complete(prompt) -> text``, ``stream(prompt) -> tokens``, with async 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import email.utils
 import json
 import logging
@@ -41,6 +43,7 @@ __all__ = [
     "LangChainLLM",
     "OpenAILLM",
     "make_llm",
+    "metered",
 ]
 
 log = logging.getLogger("isorag.llm")
@@ -218,6 +221,9 @@ class LLMStats:
         with self._lock:
             for name, delta in deltas.items():
                 setattr(self, name, getattr(self, name) + delta)
+        meter = _METER.get()
+        if meter is not None and meter is not self:
+            meter.add(**deltas)
 
     def record(
         self, started: float, error: BaseException | None, prompt_tokens: int = 0, completion_tokens: int = 0
@@ -242,6 +248,22 @@ class LLMStats:
             self.calls = self.retries = self.failures = 0
             self.prompt_tokens = self.completion_tokens = 0
             self.seconds = 0.0
+
+
+_METER: contextvars.ContextVar[LLMStats | None] = contextvars.ContextVar("isorag_llm_meter", default=None)
+
+
+@contextlib.contextmanager
+def metered(stats: LLMStats | None = None) -> Iterator[LLMStats]:
+    """Count, in ``stats`` (a fresh :class:`LLMStats` by default), the LLM calls made inside the block by this
+    thread or task (and the tasks and ``asyncio.to_thread`` calls it starts): per-query usage while other
+    queries share the client. Keep a generator's ``yield`` outside the block."""
+    stats = LLMStats() if stats is None else stats
+    token = _METER.set(stats)
+    try:
+        yield stats
+    finally:
+        _METER.reset(token)
 
 
 class _Limiter:
