@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -133,10 +134,37 @@ class GraphStore:
         except nex.Neo4jError as e:
             raise StoreError(f"Neo4j at {self.uri}: {e}") from e
 
-    def read(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        """Run a statement in a read transaction (read routing), with the driver's retries."""
-        res = self._run(query, params, write=False)
-        return [r.data() for r in res.records]
+    def read(self, query: Any, **params: Any) -> list[dict[str, Any]]:
+        """Run a read-only statement in a read-mode auto-commit transaction (read routing).
+
+        One round trip (RUN and PULL pipelined) instead of a managed transaction's two: retrieval issues
+        several small statements per query. Reads are idempotent, so transient failures are retried here.
+        """
+        import neo4j
+        from neo4j import exceptions as nex
+
+        delay = 0.05
+        for attempt in range(4):
+            try:
+                with self._driver.session(database=self.settings.database,
+                                          default_access_mode=neo4j.READ_ACCESS) as session:
+                    return session.run(query, params).data()
+            except (nex.TransientError, nex.SessionExpired, nex.ServiceUnavailable) as e:
+                if attempt == 3 or isinstance(e, nex.TransientError) and "Terminated" in str(e.code or ""):
+                    if isinstance(e, nex.TransientError):
+                        raise StoreError(f"Neo4j at {self.uri}: {e}") from e
+                    raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
+                time.sleep(delay)
+                delay *= 4
+            except OSError as e:
+                raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
+            except nex.AuthError as e:
+                raise StoreUnavailableError("Neo4j", self.uri, f"authentication failed: {e}") from e
+            except nex.ClientError as e:
+                raise StoreError(f"Neo4j at {self.uri} rejected a statement: {e.message}") from e
+            except nex.Neo4jError as e:
+                raise StoreError(f"Neo4j at {self.uri}: {e}") from e
+        raise AssertionError("unreachable")
 
     def read_named(self, name: str, **params: Any) -> list[dict[str, Any]]:
         return self.read(cypher(name), **params)
