@@ -163,7 +163,7 @@ def test_same_name_entities_both_found(make_engine: Any) -> None:
     recs = [EntityRecord("m1", "Heat", (), 1), EntityRecord("m2", "Heat", (), 2),
             Triple("m1", "directed_by", "Michael Mann", 3), Triple("m2", "directed_by", "Dean Jones", 4)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
-    res = eng.retrieve({"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}, k=3)
+    res = eng.retrieve({"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}, k=2)
     assert sorted(a.entity.name for a in res.answers) == ["Dean Jones", "Michael Mann"]
     assert all(abs(s.gsd - res.subgraphs[0].gsd) < 1e-6 for s in res.subgraphs)
 
