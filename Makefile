@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-unit servers stop bench-load bench-metaqa clean
+.PHONY: install demo test test-unit servers stop bench-load bench-metaqa bench-verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ bench-load: servers
 
 bench-metaqa: servers
 	$(PY) benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold
+
+bench-verify: servers
+	$(PY) benchmarks/verify.py --limit 400
 
 clean:
 	rm -rf $(VENV) build *.egg-info

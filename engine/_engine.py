@@ -157,6 +157,8 @@ class Engine:
     @llm.setter
     def llm(self, value: Any) -> None:
         with self._lock:
+            if self._llm_owned and hasattr(self._llm, "close"):
+                self._llm.close()
             self._llm_arg, self._llm_ready, self._llm, self._llm_owned = value, False, None, False
 
     def fewshot(self, kind: str) -> list[dict[str, Any]]:

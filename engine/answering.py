@@ -353,10 +353,12 @@ class _Run:
         r = self.result
         r.retrieval = res
         r.subgraphs = list(res.subgraphs)
+        stage_ms = r.timings.pop("retrieve", 0.0)  # re-added after its parts, so that they read in order
         for name in ("embed", "vector", "graph"):
             if name in res.timings:
                 r.timings[name] = res.timings[name]
-        r.timings["retrieve"] = res.timings.get("total", r.timings.get("retrieve", 0.0))
+        # the stage's wall time: it includes starting the stores and the embedder at first use
+        r.timings["retrieve"] = max(stage_ms, res.timings.get("total", 0.0))
         r.warnings.extend(res.warnings)
         if isinstance(r, Answer):
             r.answers = list(res.answers)
@@ -436,8 +438,8 @@ def ask(engine: Engine, query: str, *, pattern: Any = None, k: int | None = None
         if pat is None:
             from engine.prompting import generate_pattern
 
-            llm = run.need_llm()
-            with run.stage("llm_pattern", llm=True):
+            with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                llm = run.need_llm()
                 pat, text = generate_pattern(llm, query, engine.fewshot("pattern"))
         run.set_pattern(pat, text)
         with run.stage("retrieve"):
@@ -463,8 +465,8 @@ async def aask(engine: Engine, query: str, *, pattern: Any = None, k: int | None
         if pat is None:
             from engine.prompting import agenerate_pattern
 
-            llm = run.need_llm()
-            with run.stage("llm_pattern", llm=True):
+            with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                llm = run.need_llm()
                 pat, text = await agenerate_pattern(llm, query, engine.fewshot("pattern"))
         run.set_pattern(pat, text)
         with run.stage("retrieve"):
@@ -499,8 +501,8 @@ def ask_stream(engine: Engine, query: str, *, pattern: Any = None, k: int | None
         if pat is None:
             from engine.prompting import generate_pattern
 
-            llm = run.need_llm()
-            with run.stage("llm_pattern", llm=True):
+            with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                llm = run.need_llm()
                 pat, text = generate_pattern(llm, query, engine.fewshot("pattern"))
         run.set_pattern(pat, text)
         yield PatternEvent(pat, text)
@@ -554,8 +556,8 @@ async def aask_stream(engine: Engine, query: str, *, pattern: Any = None, k: int
         if pat is None:
             from engine.prompting import agenerate_pattern
 
-            llm = run.need_llm()
-            with run.stage("llm_pattern", llm=True):
+            with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                llm = run.need_llm()
                 pat, text = await agenerate_pattern(llm, query, engine.fewshot("pattern"))
         run.set_pattern(pat, text)
         yield PatternEvent(pat, text)
@@ -620,8 +622,8 @@ def verify(engine: Engine, claim: str, *, pattern: Any = None, k: int | None = N
         if pat is None:
             from engine.prompting import generate_pattern
 
-            llm = run.need_llm()
-            with run.stage("llm_pattern", llm=True):
+            with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                llm = run.need_llm()
                 pat, text = generate_pattern(llm, claim, engine.fewshot("claim"), claim=True)
         run.set_pattern(pat, text)
         llm = engine.llm
@@ -657,8 +659,8 @@ async def averify(engine: Engine, claim: str, *, pattern: Any = None, k: int | N
         if pat is None:
             from engine.prompting import agenerate_pattern
 
-            llm = run.need_llm()
-            with run.stage("llm_pattern", llm=True):
+            with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                llm = run.need_llm()
                 pat, text = await agenerate_pattern(llm, claim, engine.fewshot("claim"), claim=True)
         run.set_pattern(pat, text)
         llm = engine.llm
@@ -684,7 +686,7 @@ async def averify(engine: Engine, claim: str, *, pattern: Any = None, k: int | N
 
 
 def _set_rule_verdict(run: _Run, res: RetrievalResult, label: str, reason: str, relaxed: str | None) -> None:
-    verify_ms = run.result.timings.get("verify", 0.0)
+    verify_ms = run.result.timings.pop("verify", 0.0)
     run.set_retrieval(res)
     verdict = run.result
     assert isinstance(verdict, Verdict)

@@ -204,6 +204,17 @@ def test_ask_stream_with_llm(kg: Callable[..., Engine], llm_server: Any) -> None
         json.dumps(e.to_dict())
 
 
+def test_ask_stream_failure_reported(kg: Callable[..., Engine], llm_server: Any) -> None:
+    llm_server.reply(Q_PATTERN).delay(3.0)
+    eng = kg(llm=llm_config(llm_server, timeout=0.5))
+    events = list(eng.ask_stream("who directed Heat", raise_errors=False))
+    assert [e.kind for e in events] == ["pattern", "subgraphs", "answer"]
+    assert events[-1].answer.failed_stage == "llm_answer" and "timed out" in events[-1].answer.error
+    llm_server.reply(Q_PATTERN).delay(3.0)
+    with pytest.raises(LLMError):
+        list(eng.ask_stream("who directed Heat"))
+
+
 def test_aask_stream_with_llm(kg: Callable[..., Engine], llm_server: Any) -> None:
     llm_server.reply(Q_PATTERN).reply(Q_ANSWER)
     eng = kg(llm=llm_config(llm_server))
@@ -234,6 +245,14 @@ def test_verify_with_llm(kg: Callable[..., Engine], llm_server: Any) -> None:
     v = asyncio.run(eng.averify("Heat was directed by Michael Mann.",
                                 pattern={"triples": [["Heat", "directed_by", "Michael Mann"]]}))
     assert v.label == SUPPORTED
+    # neither True nor False
+    llm_server.reply("Hard to say from these graphs.")
+    v = eng.verify("x", pattern={"triples": [["Heat", "directed_by", "Michael Mann"]]})
+    assert v.label == NOT_ENOUGH_INFO and v.method == "llm" and v.text == "Hard to say from these graphs."
+    # no evidence at all: no LLM call
+    calls = len(llm_server.requests)
+    v = eng.verify("x", pattern={"triples": [["Top Gun", "directed_by", "Al Pacino"]]}, k_node=1, k_rel=1)
+    assert v.label == NOT_ENOUGH_INFO and not v.subgraphs and len(llm_server.requests) == calls
 
 
 # ---------------------------------------------------------------------------------------------------------
