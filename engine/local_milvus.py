@@ -1,0 +1,628 @@
+"""The embedded local Milvus: a real Milvus 2.3.5 standalone server from the ``milvus`` package.
+
+The ``milvus`` PyPI package bundles the server binary (xz-compressed) and a config template.  Its own
+``MilvusServer`` keeps the server as a child of the Python process and kills it when that object is
+garbage collected (``__del__``) or the interpreter exits, so it is not used to run the server here.
+Instead this module
+
+* renders the package's config template (``MilvusServerConfig``) into ``<home>/configs/milvus.yaml``
+  with a few overrides (``common.session.ttl`` low, loopback addresses, shorter graceful stop),
+* unpacks the binary once into a shared cache (``$ISORAG_HOME/cache/milvus-2.3.5/bin``),
+* launches it **detached**: through ``sh -c '... &'`` in a new session, so the server is re-parented
+  away from the caller and outlives it; the caller only waits for it to answer a pymilvus client.
+
+One server per data directory (``home``): the starting process takes an exclusive ``flock`` on
+``<home>/server.lock`` and hands the locked descriptor to the server, which keeps it for its lifetime.
+The lock is therefore held exactly as long as the server process lives (also after a crash or a
+``kill -9`` of whoever started it), and a second ``start()`` on the same home reuses the server
+instead of launching another one (a second server on the same data directory corrupts it).
+``<home>/server.json`` records pid and ports.
+
+Layout of ``home`` (default ``$ISORAG_HOME/milvus``, ``ISORAG_HOME`` default ``~/.isorag``)::
+
+    configs/milvus.yaml  configs/glog.conf    rendered config
+    data/                                     etcd, rocksmq and segment data
+    logs/                                     milvus-stdout.log, milvus-stderr.log, etcd.log, ...
+    server.lock  server.json
+
+CLI: ``python -m engine.local_milvus start|stop|status`` (``isorag milvus ...`` wires the same functions).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import lzma
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from engine._errors import LocalServerError
+
+VERSION = "2.3.5"
+DEFAULT_PORT = 19530
+SESSION_TTL = 10  # seconds; Milvus' 30 s default stalls the first search after a restart for 23-27 s
+
+# Overrides applied on top of the package's template (dotted keys of milvus.yaml).
+_EXTRA_CONFIG: dict[str, Any] = {
+    "common.session.ttl": SESSION_TTL,
+    # Stopping a standalone server with a loaded collection always runs into this timeout (its
+    # query node waits for a hand-off no other node can take); the data is safe either way.
+    "common.gracefulStopTimeout": 5,
+    # Let compaction merge segments that have no index yet: VectorStore.finalize compacts before
+    # the first index build, so a bulk load's small segments are merged once and indexed once
+    # (with Milvus' default, they are indexed, merged, then indexed again).
+    "dataCoord.compaction.indexBasedCompaction": "false",
+    "rootCoord.ip": "127.0.0.1",
+    "proxy.ip": "127.0.0.1",
+    "queryCoord.ip": "127.0.0.1",
+    "queryNode.ip": "127.0.0.1",
+    "indexCoord.ip": "127.0.0.1",
+    "indexNode.ip": "127.0.0.1",
+    "dataCoord.ip": "127.0.0.1",
+    "dataNode.ip": "127.0.0.1",
+}
+
+
+# The only variables of the caller's environment the server process sees.
+_PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+
+
+def isorag_home() -> Path:
+    return Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag").expanduser()
+
+
+def _default_port() -> int:
+    raw = os.environ.get("ISORAG_MILVUS_PORT", "").strip()
+    if not raw:
+        return DEFAULT_PORT
+    try:
+        port = int(raw)
+    except ValueError:
+        raise LocalServerError(f"ISORAG_MILVUS_PORT={raw!r} is not a port number") from None
+    return port
+
+
+# --------------------------------------------------------------------------- process helpers
+
+
+def _pid_alive(pid: int | None) -> bool:
+    """True if ``pid`` is a live (non-zombie) process."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        state = stat.rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _is_milvus_process(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return _pid_alive(pid)  # no /proc: trust the pid
+    return bool(cmd) and cmd[0].endswith(b"milvus") and b"standalone" in cmd
+
+
+def _rss_bytes(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _port_free(port: int) -> bool:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def _port_open(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 16384))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# --------------------------------------------------------------------------- binary + config
+
+
+def _package_bin_dir() -> Path:
+    try:
+        import milvus  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - dependency of the project
+        raise LocalServerError(
+            "the embedded Milvus needs the 'milvus' package (pip install milvus==2.3.5)"
+        ) from exc
+    return Path(milvus.__file__).resolve().parent / "data" / "bin"
+
+
+def _binary_dir() -> Path:
+    """Unpack the bundled server once into a cache shared by every home; return its directory.
+
+    Files are decompressed to a temporary name and renamed into place, so a server that is
+    running from the cache is never overwritten in place (no ETXTBSY, no torn binary).
+    """
+    src = _package_bin_dir()
+    dest = isorag_home() / "cache" / f"milvus-{VERSION}" / "bin"
+    dest.mkdir(parents=True, exist_ok=True)
+    sources = sorted(src.glob("*.lzma"))
+    stamp = json.dumps({p.name: p.stat().st_size for p in sources}, sort_keys=True)
+    stamp_file = dest / ".unpacked"
+    if stamp_file.exists() and stamp_file.read_text() == stamp and (dest / "milvus").exists():
+        return dest
+    with open(dest / ".unpack.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp_file.exists() and stamp_file.read_text() == stamp and (dest / "milvus").exists():
+            return dest
+        for path in sources:
+            target = dest / path.name[: -len(".lzma")]
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            with lzma.open(path, "rb") as fin, open(tmp, "wb") as fout:
+                while chunk := fin.read(1 << 20):
+                    fout.write(chunk)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, target)
+        stamp_file.write_text(stamp)
+    return dest
+
+
+def _render_config(home: Path, port: int) -> dict[str, int]:
+    """Write ``home/configs/milvus.yaml`` (from the package's template) and ``embed-etcd.yaml``.
+
+    Returns the ports chosen: ``proxy`` (= ``port``), ``metrics`` (HTTP /healthz), ``etcd``
+    (embedded etcd, client) and ``etcd_peer``.  Internal ports start at Milvus' defaults and move
+    up when taken, so a second server (another home) can run next to the default one.
+    """
+    try:
+        from milvus import MilvusServerConfig  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover
+        raise LocalServerError(
+            "the embedded Milvus needs the 'milvus' package (pip install milvus==2.3.5)"
+        ) from exc
+
+    class _Config(MilvusServerConfig):  # type: ignore[misc]
+        # The package binds without SO_REUSEADDR, which fails for a while after a restart
+        # (TIME_WAIT); the server itself listens with SO_REUSEADDR.
+        def try_bind_port(self, p: int):  # noqa: ANN202
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", p))
+                sock.listen()
+                return sock
+            except OSError:
+                sock.close()
+                return None
+
+    cfg = _Config(data_dir=str(home), proxy_port=port)
+    for key, value in _EXTRA_CONFIG.items():
+        cfg.set(key, value)
+    cfg.set("log.level", os.environ.get("ISORAG_MILVUS_LOG_LEVEL", "warn"))
+    try:
+        cfg.resolve()
+    except RuntimeError as exc:
+        raise LocalServerError(f"cannot configure the local Milvus in {home}: {exc}") from exc
+    used = {int(cfg.get(k)) for k in cfg.config_key_maps.values() if k.endswith("_port")}
+
+    def free_from(start: int) -> int:
+        for p in range(start, start + 2000):
+            if p not in used and _port_free(p):
+                used.add(p)
+                return p
+        raise LocalServerError(f"no free port from {start} up for the local Milvus")
+
+    ports = {
+        "proxy": port,
+        "etcd": int(cfg.get("etcd_port")),
+        "etcd_peer": free_from(2380),
+        "metrics": free_from(9091),
+    }
+    # Embedded etcd listens on 2379/2380 unless told otherwise (the template only sets the client
+    # side).  Advertised peer URL and initial cluster stay etcd's defaults, so the membership
+    # stored in an existing data directory always matches, whatever ports are free this time.
+    etcd_conf = home / "configs" / "embed-etcd.yaml"
+    etcd_conf.write_text(
+        f"listen-client-urls: http://localhost:{ports['etcd']}\n"
+        f"advertise-client-urls: http://localhost:{ports['etcd']}\n"
+        f"listen-peer-urls: http://localhost:{ports['etcd_peer']}\n"
+        "auto-compaction-mode: revision\n"
+        "auto-compaction-retention: '1000'\n"
+        "quota-backend-bytes: 4294967296\n"
+    )
+    return ports
+
+
+def _alias(home: Path) -> str:
+    """Per-home alias: Milvus locks /run/milvus/standalone[-alias].pid, one per alias."""
+    return "isorag" + hashlib.sha1(str(home).encode()).hexdigest()[:10]
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class LocalMilvus:
+    """A Milvus standalone server in a data directory, started detached and reused."""
+
+    def __init__(self, home: Path | None = None, port: int | None = None) -> None:
+        self.home = Path(home).expanduser().resolve() if home else (isorag_home() / "milvus").resolve()
+        self.port = int(port) if port else _default_port()
+        if not 0 < self.port < 65536:
+            raise LocalServerError(f"invalid port {self.port}")
+
+    # paths ------------------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.home / "server.lock"
+
+    @property
+    def _state_path(self) -> Path:
+        return self.home / "server.json"
+
+    @property
+    def _logs(self) -> Path:
+        return self.home / "logs"
+
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            return json.loads(self._state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _lock_held(self) -> bool:
+        """True if some process (the server, or a process starting it) holds the home's lock."""
+        if not self._lock_path.exists():
+            return False
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    def _running_pid(self) -> int | None:
+        """Pid of the live server of this home, else None."""
+        state = self._read_state()
+        pid = state.get("pid")
+        if pid and _pid_alive(pid) and _is_milvus_process(pid) and self._lock_held():
+            return int(pid)
+        return None
+
+    def log_tail(self, lines: int = 30) -> str:
+        parts = []
+        for name in ("milvus-stderr.log", "milvus-stdout.log", "milvus.log"):
+            text = _tail(self._logs / name, lines)
+            if text.strip():
+                parts.append(f"--- {self._logs / name} (last lines)\n{text}")
+        return "\n".join(parts) or f"(no log output in {self._logs})"
+
+    # readiness -------------------------------------------------------------
+    def _client_ok(self, port: int, timeout: float = 3.0) -> bool:
+        """True if a pymilvus client can connect to ``port`` and list collections."""
+        if not _port_open(port, timeout=min(timeout, 0.5)):
+            return False
+        from pymilvus import connections, utility
+
+        alias = f"isorag-probe-{uuid.uuid4().hex[:12]}"
+        try:
+            connections.connect(alias=alias, uri=f"http://127.0.0.1:{port}", timeout=timeout)
+            utility.list_collections(timeout=max(1, int(timeout)), using=alias)
+            return True
+        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+            return False
+        finally:
+            try:
+                connections.remove_connection(alias)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _healthz(self, metrics_port: int | None) -> bool:
+        if not metrics_port:
+            return True
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=1) as resp:
+                return b"OK" in resp.read()
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _wait_ready(self, pid: int, port: int, metrics_port: int | None, deadline: float) -> None:
+        while True:
+            if not _pid_alive(pid):
+                raise LocalServerError(
+                    f"the local Milvus (pid {pid}, home {self.home}) exited during start-up\n"
+                    + self.log_tail()
+                )
+            if self._healthz(metrics_port) and self._client_ok(port):
+                return
+            if time.monotonic() > deadline:
+                raise LocalServerError(
+                    f"the local Milvus (pid {pid}, home {self.home}) did not become ready on "
+                    f"127.0.0.1:{port} in time\n" + self.log_tail()
+                )
+            time.sleep(0.25)
+
+    def _warm(self, port: int, deadline: float) -> None:
+        """After a restart, wait until the collections that were loaded answer queries.
+
+        The previous run's sessions stay in etcd for ``common.session.ttl`` seconds after a
+        restart and requests stall until they expire; absorbing that here keeps it out of the
+        first search (and its per-query deadline).  Best effort: errors are left to the caller.
+        """
+        from pymilvus import Collection, connections, utility
+
+        alias = f"isorag-warm-{uuid.uuid4().hex[:12]}"
+        try:
+            connections.connect(alias=alias, uri=f"http://127.0.0.1:{port}", timeout=5)
+            for name in utility.list_collections(timeout=10, using=alias):
+                left = int(deadline - time.monotonic())
+                if left < 1:
+                    return
+                state = utility.load_state(name, using=alias, timeout=10)
+                if getattr(state, "name", str(state)) != "Loaded":
+                    continue
+                Collection(name, using=alias).query(
+                    expr="", output_fields=["count(*)"], timeout=left
+                )
+        except Exception:  # noqa: BLE001 - warming is an optimisation only
+            pass
+        finally:
+            try:
+                connections.remove_connection(alias)
+            except Exception:  # noqa: BLE001
+                pass
+
+    # start -----------------------------------------------------------------
+    def start(self, timeout: float = 120) -> str:
+        """Start the server (or reuse the one already running on this home); return its URI.
+
+        Returns once a pymilvus client can list collections.  Raises LocalServerError with
+        the tail of the server's log when it cannot be started.
+        """
+        deadline = time.monotonic() + timeout
+        self.home.mkdir(parents=True, exist_ok=True)
+        while True:
+            pid = self._running_pid()
+            if pid is not None:
+                state = self._read_state()
+                port = int(state.get("port", self.port))
+                if port != self.port:
+                    raise LocalServerError(
+                        f"the local Milvus of {self.home} is already running on port {port}, "
+                        f"not {self.port} (stop it first: isorag milvus stop)"
+                    )
+                self._wait_ready(pid, port, state.get("metrics_port"), deadline)
+                return self.uri
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # another process is starting it (or its state file is not written yet)
+                os.close(fd)
+                if time.monotonic() > deadline:
+                    raise LocalServerError(
+                        f"timed out waiting for another process to start the local Milvus of {self.home}"
+                    ) from None
+                time.sleep(0.2)
+                continue
+            try:
+                pid, metrics_port = self._launch(fd)
+            finally:
+                os.close(fd)  # the server keeps its own copy of the locked descriptor
+            try:
+                self._wait_ready(pid, self.port, metrics_port, deadline)
+            except LocalServerError:
+                self._kill(pid, 10)
+                raise
+            self._warm(self.port, deadline)
+            return self.uri
+
+    def _launch(self, lock_fd: int) -> tuple[int, int]:
+        if not _port_free(self.port):
+            raise LocalServerError(
+                f"port {self.port} on 127.0.0.1 is in use by another program "
+                f"(another Milvus? set ISORAG_MILVUS_PORT or stop it)"
+            )
+        bin_dir = _binary_dir()
+        ports = _render_config(self.home, self.port)
+        self._logs.mkdir(parents=True, exist_ok=True)
+        for name in ("milvus-stdout.log", "milvus-stderr.log"):
+            log = self._logs / name
+            if log.exists() and log.stat().st_size:
+                os.replace(log, log.with_suffix(".log.1"))
+        # Milvus reads any environment variable as a config override (PROXY_PORT -> proxy.port...),
+        # so the server gets a small, explicit environment rather than the caller's.
+        env = {k: v for k, v in os.environ.items() if k in _PASS_ENV}
+        env.update(
+            DEPLOY_MODE="STANDALONE",
+            METRICS_PORT=str(ports["metrics"]),
+            MILVUSCONF=str(self.home / "configs"),
+            ETCD_CONFIG_PATH=str(self.home / "configs" / "embed-etcd.yaml"),
+            LD_LIBRARY_PATH=str(bin_dir),
+        )
+        # sh backgrounds the server and exits at once: the server is re-parented (never our child,
+        # so never our zombie), runs in its own session, and inherits the locked descriptor.
+        script = '"$1" run standalone -alias "$2" </dev/null >"$3" 2>"$4" & echo $!'
+        try:
+            out = subprocess.run(
+                [
+                    "/bin/sh", "-c", script, "sh",
+                    str(bin_dir / "milvus"),
+                    _alias(self.home),
+                    str(self._logs / "milvus-stdout.log"),
+                    str(self._logs / "milvus-stderr.log"),
+                ],
+                cwd=self.home, env=env, pass_fds=(lock_fd,), start_new_session=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, check=True, text=True,
+            )
+            pid = int(out.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+            raise LocalServerError(f"could not launch the local Milvus from {bin_dir}: {exc}") from exc
+        state = {
+            "pid": pid, "port": self.port, "metrics_port": ports["metrics"], "ports": ports,
+            "home": str(self.home), "version": VERSION, "binary": str(bin_dir / "milvus"),
+            "started_at": time.time(),
+        }
+        tmp = self._state_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        os.replace(tmp, self._state_path)
+        return pid, ports["metrics"]
+
+    # stop ------------------------------------------------------------------
+    def _kill(self, pid: int, timeout: float) -> bool:
+        """SIGTERM, then SIGKILL after ``timeout``; True once the process is gone."""
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return True
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not _pid_alive(pid):
+                return True
+            time.sleep(0.1)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return True
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            if not _pid_alive(pid):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self, timeout: float = 60) -> bool:
+        """Stop the server of this home; True if one was running, False if none was."""
+        pid = self._running_pid()
+        if pid is None:
+            return False
+        if not self._kill(pid, timeout):
+            raise LocalServerError(f"the local Milvus (pid {pid}, home {self.home}) does not stop")
+        # the lock goes with the process; wait for the kernel to release it
+        end = time.monotonic() + 5
+        while self._lock_held() and time.monotonic() < end:
+            time.sleep(0.05)
+        return True
+
+    # status ----------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        pid = self._running_pid()
+        state = self._read_state() if pid else {}
+        port = int(state.get("port", self.port)) if pid else self.port
+        ok = bool(pid) and self._client_ok(port, timeout=2.0)
+        info: dict[str, Any] = {
+            "running": pid is not None,
+            "pid": pid,
+            "uri": f"http://127.0.0.1:{port}",
+            "home": str(self.home),
+            "version": VERSION,
+            "ok": ok,
+        }
+        if pid:
+            info["rss_bytes"] = _rss_bytes(pid)
+            info["started_at"] = state.get("started_at")
+        return info
+
+
+def ensure_local_milvus() -> str:
+    """Start (or reuse) the default local Milvus; return its URI."""
+    return LocalMilvus().start()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def cli_start() -> None:
+    server = LocalMilvus()
+    was_running = server._running_pid() is not None
+    t0 = time.monotonic()
+    uri = server.start()
+    st = server.status()
+    verb = "already running" if was_running else f"started in {time.monotonic() - t0:.1f} s"
+    print(f"Milvus {VERSION} {verb} at {uri} (pid {st['pid']})")
+    print(f"home: {server.home}")
+
+
+def cli_stop() -> None:
+    server = LocalMilvus()
+    pid = server._running_pid()
+    if server.stop():
+        print(f"Milvus (pid {pid}) stopped; home: {server.home}")
+    else:
+        print(f"Milvus is not running; home: {server.home}")
+
+
+def cli_status() -> None:
+    st = LocalMilvus().status()
+    if st["running"]:
+        rss = st.get("rss_bytes")
+        mem = f", RSS {rss / 2**20:.0f} MiB" if rss else ""
+        health = "ok" if st["ok"] else "NOT answering"
+        print(f"Milvus {st['version']} running at {st['uri']} (pid {st['pid']}{mem}): {health}")
+    else:
+        print(f"Milvus is not running (would listen at {st['uri']})")
+    print(f"home: {st['home']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    commands = {"start": cli_start, "stop": cli_stop, "status": cli_status}
+    if len(args) != 1 or args[0] not in commands:
+        print("usage: python -m engine.local_milvus start|stop|status", file=sys.stderr)
+        return 2
+    try:
+        commands[args[0]]()
+    except LocalServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
