@@ -61,8 +61,6 @@ _BUNDLED_SLUG = "minilm_l6_v2"
 _BUILD_VERSION = 1
 #: Upper bound on rows x padded length of one ONNX batch (bounds the attention's memory on long texts).
 _TOKEN_BUDGET = 8192
-#: Below this many rows per worker thread, a call runs as one batch on the calling thread.
-_MIN_ROWS_PER_WORKER = 16
 #: Minimum cosine between a fresh build and sentence-transformers on the probe texts.
 _MIN_COS = {"onnx": 0.9999, "onnx-q8": 0.95}
 #: Dynamic int8 quantization recipe: per-channel signed weights for the attention and FFN-up matmuls;
@@ -192,9 +190,11 @@ class OnnxEmbedder(Embedder):
     def __init__(
         self, build_dir: Path, *, name: str, slug: str, backend: str, threads: int, parallel: str = "batches"
     ) -> None:
-        """``parallel="batches"``: ``threads`` batches run at once, each on one thread of its own (the default:
-        a descheduled thread then delays only its own batch); ``"intra"``: one batch at a time on
-        ``threads`` intra-op threads (ONNX Runtime's usual mode)."""
+        """``parallel="batches"`` (default): ``threads`` batches run at once, each on one thread (the caller
+        and ``threads - 1`` helpers), so a thread that another process keeps off its core delays only its own
+        batch, where intra-op threads all wait for the slowest one at every operator; measured faster on
+        the shared 2-core machines (benchmarks/embed.py). ``"intra"``: one batch at a time on ``threads``
+        ONNX Runtime intra-op threads."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -232,7 +232,7 @@ class OnnxEmbedder(Embedder):
             if self._executor is None:
                 from concurrent.futures import ThreadPoolExecutor
 
-                self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="isorag-embed")
+                self._executor = ThreadPoolExecutor(self._workers - 1, thread_name_prefix="isorag-embed")
             return self._executor
 
     def _encode_unique(self, texts: list[str], batch_size: int, progress: bool) -> np.ndarray:
@@ -242,21 +242,45 @@ class OnnxEmbedder(Embedder):
         lens = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
         order = np.argsort(lens, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        n, w = len(texts), self._workers
-        if w > 1 and n >= 2 * _MIN_ROWS_PER_WORKER:  # enough rows to keep every worker busy
-            batch_size = max(_MIN_ROWS_PER_WORKER, min(batch_size, -(-n // w)))
+        w = min(self._workers, len(texts))
+        if w > 1:  # at least one batch per worker: a lone query of a few strings is split too
+            batch_size = max(1, min(batch_size, -(-len(texts) // w)))
         batches = list(_batches(order, lens, batch_size, _TOKEN_BUDGET))
-
-        def run(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return idx, self._run(encs, idx, int(lens[idx[-1]]))
-
-        results: Any = map(run, batches) if w == 1 or len(batches) == 1 else self._pool_executor().map(run, batches)
+        bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            results = tqdm(results, total=len(batches), unit="batch", desc=f"embed ({self.backend})")
-        for idx, vecs in results:
-            out[idx] = vecs
+            bar = tqdm(total=len(texts), unit="text", desc=f"embed ({self.backend})")
+        lock = threading.Lock()
+        queue = iter(batches)
+        failed: list[BaseException] = []
+
+        def work() -> None:  # workers and the caller pull batches from one queue until it is empty
+            while not failed:
+                with lock:
+                    idx = next(queue, None)
+                if idx is None:
+                    return
+                try:
+                    out[idx] = self._run(encs, idx, int(lens[idx[-1]]))
+                except BaseException as e:  # noqa: BLE001 - re-raised by the caller below
+                    failed.append(e)
+                    return
+                if bar is not None:
+                    with lock:
+                        bar.update(len(idx))
+
+        try:
+            helpers = min(w, len(batches)) - 1
+            futures = [self._pool_executor().submit(work) for _ in range(helpers)] if helpers > 0 else []
+            work()
+            for f in futures:
+                f.result()
+        finally:
+            if bar is not None:
+                bar.close()
+        if failed:
+            raise failed[0]
         return out
 
     def _run(self, encs: list[Any], idx: np.ndarray, width: int) -> np.ndarray:

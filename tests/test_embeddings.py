@@ -93,6 +93,19 @@ def test_deterministic_and_order_independent(onnx_emb):
     np.testing.assert_allclose(rev, a, atol=2e-6)
 
 
+def test_parallel_batches_match_one_thread(onnx_emb):
+    from engine.embeddings import OnnxEmbedder
+
+    texts = [f"{a} {b}" for a in NAMES[:30] for b in ("", "(1999)", "and friends")]
+    one = OnnxEmbedder(onnx_emb.build_dir, name="x", slug="x", backend="onnx", threads=1)
+    two = OnnxEmbedder(onnx_emb.build_dir, name="x", slug="x", backend="onnx", threads=2)
+    intra = OnnxEmbedder(onnx_emb.build_dir, name="x", slug="x", backend="onnx", threads=2, parallel="intra")
+    ref = one.encode(texts, batch_size=7)
+    np.testing.assert_allclose(two.encode(texts, batch_size=7, progress=True), ref, atol=2e-6)
+    np.testing.assert_allclose(two.encode(texts[:3]), ref[:3], atol=2e-6)
+    np.testing.assert_allclose(intra.encode(texts), ref, atol=2e-6)
+
+
 def test_duplicates_and_blank_texts(onnx_emb, torch_emb):
     v = onnx_emb.encode(["Kismet", "", "Kismet", "  "])
     assert np.array_equal(v[0], v[2])
