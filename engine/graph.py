@@ -217,15 +217,22 @@ class GraphStore:
         return out
 
     # -- bulk writes (used by loaders.bulk) ----------------------------------------------------------
-    def merge_entities(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        if not rows:
-            return 0
-        return self.write(cypher("merge_entities"), rows=list(rows), kg=self.kg).nodes_created
+    def _write_rows(self, query: str, **params: Any) -> tuple[list[dict[str, Any]], Any]:
+        res = self._run(query, params, write=True)
+        return [r.data() for r in res.records], res.summary.counters
 
-    def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> int:
+    def merge_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
+        """MERGE a batch of entities; returns (created, {eid: stored name})."""
         if not rows:
-            return 0
-        return self.write(cypher("update_entities"), rows=list(rows), kg=self.kg).nodes_created
+            return 0, {}
+        out, counters = self._write_rows(cypher("merge_entities"), rows=list(rows), kg=self.kg)
+        return counters.nodes_created, {r["eid"]: r["name"] for r in out}
+
+    def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
+        if not rows:
+            return 0, {}
+        out, counters = self._write_rows(cypher("update_entities"), rows=list(rows), kg=self.kg)
+        return counters.nodes_created, {r["eid"]: r["name"] for r in out}
 
     def merge_entity_types(self, rows: Sequence[Mapping[str, Any]]) -> int:
         if not rows:

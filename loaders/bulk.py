@@ -157,8 +157,11 @@ class BulkLoader:
                         row["types"].append(t)
                     types.setdefault(t, []).append(eid)
         g = self.graph
-        summary.entities_created += g.merge_entities(list(ents.values()))
-        summary.entities_created += g.update_entities(list(records.values()))
+        created, names = g.merge_entities(list(ents.values()))
+        summary.entities_created += created
+        created, renamed_names = g.update_entities(list(records.values()))
+        summary.entities_created += created
+        names.update(renamed_names)
         if rel_names:
             new = g.merge_relation_types(
                 [{"rid": self._relations[n][0], "name": n, "type": self._relations[n][1]} for n in sorted(rel_names)])
@@ -170,7 +173,7 @@ class BulkLoader:
                 [{"tid": type_id(kg, t), "name": t, "eids": eids} for t, eids in types.items()])
         summary.graph_s += time.perf_counter() - t0
         renamed = [r["eid"] for r in records.values() if r["name"]]
-        return {"eids": list(ents.keys() | records.keys()), "renamed": renamed,
+        return {"eids": list(ents.keys() | records.keys()), "renamed": renamed, "names": names,
                 "rels": sorted(rel_names), "types": sorted(types)}
 
     # -- vector stage -------------------------------------------------------------------------------
@@ -182,10 +185,8 @@ class BulkLoader:
         have = v.existing_ids("entities", eids) if eids else set()
         todo = set(eids) - have
         todo.update(info["renamed"])
-        names: dict[int, str] = {}
-        if todo:
-            rows = self.graph.entities(sorted(todo))
-            names = {eid: (r["name"] or r["key"] or "") for eid, r in rows.items()}
+        stored = info["names"]  # what Neo4j holds for each entity of the batch, returned by the MERGE
+        names = {eid: stored.get(eid) or "" for eid in sorted(todo)}
         summary.vector_s += time.perf_counter() - t0
         if names:
             ids = list(names)
