@@ -234,10 +234,14 @@ class Retriever:
                        for ei, e in sorted(m.edges.items())]
             subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples))
         bindings: dict[str, list[AnswerEntity]] = {}
+        known_ids = [n.id for n in pat.known_nodes]
         for n in pat.unknown_nodes:
             best: dict[int, AnswerEntity] = {}
             for sg in subgraphs:
                 e = sg.mapping.get(n.id)
+                # (homomorphic mode) an unknown bound to the entity of a known node restates the question
+                if e is not None and any(sg.mapping[k].eid == e.eid for k in known_ids if k in sg.mapping):
+                    continue
                 if e is not None and e.eid not in best:
                     best[e.eid] = AnswerEntity(e, sg.gsd, n.id)
             bindings[n.id] = list(best.values())
