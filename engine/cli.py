@@ -239,6 +239,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_synth(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from engine.synth import SHAPES, SynthSettings, Synthesizer, write_jsonl
+
+    shapes = [x.strip() for x in args.shapes.split(",") if x.strip()] if args.shapes else list(SHAPES)
+    settings = replace(SynthSettings(), max_answers=args.max_answers, drop_redundant=args.drop_redundant,
+                       corruptions=args.corruptions)
+    with _engine(args) as eng:
+        llm = None if args.no_llm else eng.llm
+        syn = Synthesizer(eng.graph, seed=args.seed, settings=settings, llm=llm)
+        records = list(syn.generate(args.n, shapes))
+        write_jsonl(records, args.out)
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["shape"]] = counts.get(r["shape"], 0) + 1
+    print(json.dumps({"out": args.out, "records": len(records), "by_shape": counts, "dropped": syn.dropped}))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from engine.evaluate import evaluate, plot_breakdown, read_items
+
+    items = read_items(args.file, limit=args.limit)
+    match = {k: v for k, v in (("k_node", args.k_node), ("k_rel", args.k_rel)) if v is not None}
+    if args.directed:
+        match["directed"] = True
+    with _engine(args) as eng:
+        if args.pattern == "llm" and eng.llm is None:
+            raise SystemExit("--pattern llm needs an LLM endpoint: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL")
+        res = evaluate(eng, items, k=args.k, use_llm_pattern=args.pattern == "llm", verify=not args.no_verify,
+                       progress=not args.quiet, **match)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2, ensure_ascii=False, default=str) + "\n")
+    if args.png:
+        plot_breakdown(res["summary"], args.png, title=f"isorag eval {Path(args.file).name}")
+    out = {"summary": res["summary"], "latency_ms": res["latency_ms"], "failed": res["failed"]}
+    _print_json(out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="isorag", description="Knowledge-graph RAG over Neo4j + Milvus")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -316,6 +357,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser("synth", help="sample ground-truth questions and claims from the loaded KG (SynthKGQA)")
+    s.add_argument("--kg", default=None)
+    s.add_argument("--out", required=True, help="JSON Lines file to write")
+    s.add_argument("--n", type=int, default=100, help="records (shapes taken in turn)")
+    s.add_argument("--shapes", help="comma list of path1,path2,path3,star,conj2,conj3 (default all)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--max-answers", type=int, default=10, help="drop samples with more answers")
+    s.add_argument("--corruptions", type=int, default=1, help="REFUTED claims per record")
+    s.add_argument("--drop-redundant", action="store_true", help="drop samples whose seeds are redundant")
+    s.add_argument("--no-llm", action="store_true", help="no LLM paraphrase even when one is configured")
+    s.set_defaults(func=cmd_synth)
+
+    s = sub.add_parser("eval", help="metrics of retrieval, answers and verification on a ground-truth file")
+    s.add_argument("file", help="isorag synth JSON Lines, MetaQA qa_*.txt or PathQuestion PQ-*.txt")
+    s.add_argument("--kg", default=None)
+    s.add_argument("--pattern", choices=["gold", "llm"], default="gold")
+    s.add_argument("-k", type=int, default=3)
+    s.add_argument("--k-node", type=int); s.add_argument("--k-rel", type=int)  # noqa: E702
+    s.add_argument("--directed", action="store_true", help="match edge directions (synth answers are directed)")
+    s.add_argument("--limit", type=int, help="first N items")
+    s.add_argument("--no-verify", action="store_true", help="skip the claims")
+    s.add_argument("--no-llm", action="store_true")
+    s.add_argument("--json", help="write the full results here")
+    s.add_argument("--png", help="write the breakdown chart here")
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_eval)
 
     s = sub.add_parser("demo", help="load the bundled demo KG and answer a demo question")
     s.add_argument("--kg", default=None)

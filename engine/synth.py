@@ -1,0 +1,472 @@
+"""Ground-truth questions and claims sampled from a loaded KG (SynthKGQA, paper 003; DIGEST §4, §6.6).
+
+For each requested shape a small tree of KG triples is sampled through Cypher, preferring low-degree
+neighbours (paper 003's Algorithm 1: ``choice(M, p=Softmax([d(x)^-1 for x in M]))``):
+
+==========  =================  ========================================================
+shape       isomorphism type   sampled as
+==========  =================  ========================================================
+``path1``   ``(1)``            seed -> answer
+``path2``   ``(2)``            seed -> intermediate -> answer
+``path3``   ``(3)``            seed -> two intermediates -> answer
+``star``    ``((1)(1))``       two seeds meet at a hub, the hub's third neighbour is the answer
+``conj2``   ``(1)(1)``         two seeds each joined to the answer (an intersection)
+``conj3``   ``(1)(1)(1)``      three seeds each joined to the answer
+==========  =================  ========================================================
+
+Each sample becomes one record: a question and a claim from relation-name templates (paraphrased by the
+LLM when one is configured), the seeds, the ground-truth triples, the gold pattern ``{"triples": [...]}`` (seeds
+known, other nodes ``UNKNOWN <n>``, the answer the highest number), **every** answer and the full answer
+subgraph (found by running the sample's own Cypher query, written from the pattern with validated,
+backtick-escaped relationship types and every value a parameter, so the answer set is complete), the
+isomorphism type, the number of hops and corrupted claims labelled REFUTED (one entity of one triple swapped
+for another entity at the same end of the same relation, checked to be absent from the KG).
+
+Classification as in the paper: a sample whose answer set exceeds ``max_answers`` or that answers itself
+(a seed among the answers) is dropped; a multi-seed sample is *redundant* when a proper subset of its seeds
+(the sub-query over the paths from those seeds to the answer) already gives the same answer set, and the
+smallest such subset and its isomorphism type are recorded (dropped with ``drop_redundant``).
+
+Semantics of the answer query: directed as in the source (the question's reading), injective (distinct KG
+nodes for distinct pattern nodes, the matcher's default); evaluate with ``directed=True`` to match it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from engine._cypher import cypher, escape_identifier, render
+
+SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
+SEED, INTERMEDIATE, ANSWER = "seed", "intermediate", "answer"
+
+
+@dataclass(frozen=True)
+class SynthSettings:
+    """Bounds and filters of the sampler (named defaults; override with ``dataclasses.replace``)."""
+
+    #: a sample with more answers than this is dropped (paper 003 keeps mostly unique answers: 1.3-1.5 on average)
+    max_answers: int = 10
+    #: neighbours fetched per sampling step (a hub's first ``neighbour_cap`` relationships)
+    neighbour_cap: int = 200
+    #: rows of the answer query; more means the answer set is too large to be a question
+    max_rows: int = 5_000
+    #: corrupted claims per record
+    corruptions: int = 1
+    #: sampling attempts per kept record before the shape is given up
+    attempts: int = 30
+    drop_redundant: bool = False
+    #: seed pool drawn in one scan, as a multiple of the records asked for
+    pool_factor: int = 40
+
+
+@dataclass
+class GTSample:
+    """A sampled tree: node eids with their roles, edges ``(head index, rel type, rel name, tail index)``."""
+
+    shape: str
+    eids: list[int]
+    roles: list[str]
+    edges: list[tuple[int, str, str, int]]
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def seeds(self) -> list[int]:
+        return [i for i, r in enumerate(self.roles) if r == SEED]
+
+    @property
+    def answer(self) -> int:
+        return self.roles.index(ANSWER)
+
+
+# -- tree helpers (pure: unit-tested without a KG) ---------------------------------------------------------
+def _adjacency(n: int, edges: Sequence[tuple[int, Any, Any, int]]) -> list[list[int]]:
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for h, _, _, t in edges:
+        adj[h].append(t)
+        adj[t].append(h)
+    return adj
+
+
+def isomorphism_type(n: int, edges: Sequence[tuple[int, Any, Any, int]], answer: int) -> str:
+    """Paper 003's tree notation rooted at the answer: ``(n)`` a projection of length n from a seed to the
+    nearest branching point, juxtaposition an intersection, ``(k(n)(m))`` a further projection of length k
+    after an intersection (k omitted when 1). Branches are written longest first."""
+    adj = _adjacency(n, edges)
+
+    def branch(node: int, parent: int, length: int) -> str:
+        kids = [c for c in adj[node] if c != parent]
+        if not kids:
+            return f"({length})"
+        if len(kids) == 1:
+            return branch(kids[0], node, length + 1)
+        inner = "".join(sorted((branch(c, node, 1) for c in kids), reverse=True))
+        return f"({'' if length == 1 else length}{inner})"
+
+    return "".join(sorted((branch(c, answer, 1) for c in adj[answer]), reverse=True))
+
+
+def hops(n: int, edges: Sequence[tuple[int, Any, Any, int]], answer: int, seeds: Sequence[int]) -> int:
+    """The largest seed -> answer distance in the (undirected) tree."""
+    dist = _distances(n, edges, answer)
+    return max((dist[s] for s in seeds), default=0)
+
+
+def _distances(n: int, edges: Sequence[tuple[int, Any, Any, int]], root: int) -> list[int]:
+    adj = _adjacency(n, edges)
+    dist = [-1] * n
+    dist[root] = 0
+    todo = [root]
+    while todo:
+        v = todo.pop()
+        for w in adj[v]:
+            if dist[w] < 0:
+                dist[w] = dist[v] + 1
+                todo.append(w)
+    return dist
+
+
+def subtree_edges(n: int, edges: Sequence[tuple[int, Any, Any, int]], answer: int,
+                  seeds: Sequence[int]) -> list[int]:
+    """Indices of the edges on the paths from ``seeds`` to ``answer`` (paper 003 A.3's sub-query graph)."""
+    adj_e: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for i, (h, _, _, t) in enumerate(edges):
+        adj_e[h].append((t, i))
+        adj_e[t].append((h, i))
+    parent: dict[int, tuple[int, int] | None] = {answer: None}
+    todo = [answer]
+    while todo:
+        v = todo.pop()
+        for w, i in adj_e[v]:
+            if w not in parent:
+                parent[w] = (v, i)
+                todo.append(w)
+    keep: set[int] = set()
+    for s in seeds:
+        cur = parent.get(s)
+        while cur is not None:
+            v, i = cur
+            keep.add(i)
+            cur = parent[v]
+    return sorted(keep)
+
+
+def inverse_degree_weights(degrees: Sequence[int]) -> list[float]:
+    """Softmax of 1/d (paper 003, Algorithm 1)."""
+    xs = [1.0 / max(int(d), 1) for d in degrees]
+    m = max(xs) if xs else 0.0
+    ws = [math.exp(x - m) for x in xs]
+    s = sum(ws)
+    return [w / s for w in ws]
+
+
+def _phrase(rel: str) -> str:
+    return " ".join(rel.replace("_", " ").split())
+
+
+def describe(n: int, edges: Sequence[tuple[int, str, str, int]], names: Sequence[str], roles: Sequence[str],
+             node: int, parent: int | None = None) -> str:
+    """A template description of ``node`` through the tree hanging from it (seeds are named)."""
+    if roles[node] == SEED and parent is not None:
+        return names[node]
+    clauses = []
+    for h, _, rel, t in edges:
+        if h == node and t != parent:
+            clauses.append(f"{_phrase(rel)} {describe(n, edges, names, roles, t, node)}")
+        elif t == node and h != parent:
+            clauses.append(f"{describe(n, edges, names, roles, h, node)} {_phrase(rel)}")
+    return "the entity that " + " and that ".join(clauses)
+
+
+def question_text(sample: GTSample) -> str:
+    d = describe(len(sample.eids), sample.edges, sample.names, sample.roles, sample.answer)
+    return f"What is {d}?"
+
+
+def claim_text(triples: Sequence[Sequence[str]]) -> str:
+    return " and ".join(f"{h} {_phrase(r)} {t}" for h, r, t in triples) + "."
+
+
+# -- Cypher written from a sample ---------------------------------------------------------------------------
+def answer_query(sample: GTSample, edge_ids: Sequence[int] | None = None, seeds: Sequence[int] | None = None,
+                 allowed_types: frozenset[str] | set[str] | None = None, *, directed: bool = True) -> str:
+    """The sample's own query: every binding of its pattern with the seeds fixed (values as parameters
+    ``$n<i>``, types validated against ``allowed_types`` and backtick-escaped); returns the answer's eid and
+    the matched triples ``[head eid, type, tail eid]`` per row."""
+    idx = list(range(len(sample.edges))) if edge_ids is None else list(edge_ids)
+    seeds = sample.seeds if seeds is None else list(seeds)
+    used = sorted({sample.edges[i][0] for i in idx} | {sample.edges[i][3] for i in idx})
+    parts = []
+    for i in idx:
+        h, rtype, _, t = sample.edges[i]
+        if allowed_types is not None and rtype not in allowed_types:
+            from engine._errors import UnknownRelationError
+
+            raise UnknownRelationError(f"relationship type {rtype!r} is not in the KG schema")
+        arrow = f"-[r{i}:{escape_identifier(rtype)}]-" + (">" if directed else "")
+        parts.append(f"(n{h}:Entity){arrow}(n{t}:Entity)")
+    where = [f"n{s}.eid = $n{s}" for s in seeds if s in used]
+    where += [f"n{a} <> n{b}" for j, a in enumerate(used) for b in used[j + 1:]]
+    trip = ", ".join(f"[startNode(r{i}).eid, type(r{i}), endNode(r{i}).eid]" for i in idx)
+    return ("MATCH " + ", ".join(parts) + ("\nWHERE " + " AND ".join(where) if where else "")
+            + f"\nRETURN n{sample.answer}.eid AS answer, [{trip}] AS triples\nLIMIT $limit")
+
+
+def answer_params(sample: GTSample, seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    return {f"n{s}": sample.eids[s] for s in (sample.seeds if seeds is None else seeds)}
+
+
+# -- the sampler --------------------------------------------------------------------------------------------
+class Synthesizer:
+    """Samples ground-truth records from the KG of ``graph`` (a :class:`engine.graph.GraphStore`)."""
+
+    def __init__(self, graph: Any, *, seed: int = 0, settings: SynthSettings | None = None, llm: Any = None) -> None:
+        self.graph = graph
+        self.rng = random.Random(seed)
+        self.settings = settings or SynthSettings()
+        self.llm = llm
+        self._pool: list[int] = []
+        self._pool_size = 0
+        self.dropped: dict[str, int] = {}
+
+    # -- Cypher reads ------------------------------------------------------------------------------
+    def _fill_pool(self, want: int) -> None:
+        n = int(self.graph.stats()["entities"])
+        if n == 0:
+            from engine._errors import PatternError
+
+            raise PatternError(f"KG {self.graph.kg!r} is empty: load a KG first")
+        p = min(1.0, 1.5 * want / n)
+        rows = self.graph.read(cypher("synth_seed_pool"), kg=self.graph.kg, p=p, limit=want)
+        self._pool = [r["eid"] for r in rows]
+        self.rng.shuffle(self._pool)
+
+    def _start(self) -> int:
+        if not self._pool:
+            self._fill_pool(max(self._pool_size, 100))
+        return self._pool.pop()
+
+    def _neighbours(self, eid: int, exclude: Sequence[int]) -> list[dict[str, Any]]:
+        return self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude),
+                               cap=self.settings.neighbour_cap)
+
+    def _pick(self, rows: list[dict[str, Any]], k: int = 1) -> list[dict[str, Any]]:
+        """``k`` rows with distinct entities, inverse-degree weighted, without replacement."""
+        rows = list(rows)
+        out: list[dict[str, Any]] = []
+        while rows and len(out) < k:
+            (row,) = self.rng.choices(rows, weights=inverse_degree_weights([r["degree"] for r in rows]))
+            out.append(row)
+            rows = [r for r in rows if r["eid"] != row["eid"]]
+        return out
+
+    # -- shapes ------------------------------------------------------------------------------------
+    def _edge(self, a: int, b: int, row: dict[str, Any]) -> tuple[int, str, str, int]:
+        """Edge between node indices a (the expanded node) and b (the neighbour in ``row``), source direction."""
+        return (a, row["type"], row["rel"], b) if row["out"] else (b, row["type"], row["rel"], a)
+
+    def sample_shape(self, shape: str) -> GTSample | None:
+        if shape.startswith("path"):
+            length = int(shape[4:])
+            eids = [self._start()]
+            edges = []
+            for step in range(length):
+                rows = self._neighbours(eids[-1], eids)
+                if not rows:
+                    return None
+                (row,) = self._pick(rows)
+                eids.append(row["eid"])
+                edges.append(self._edge(step, step + 1, row))
+            roles = [SEED] + [INTERMEDIATE] * (length - 1) + [ANSWER]
+            return GTSample(shape, eids, roles, edges)
+        if shape in ("conj2", "conj3", "star"):
+            centre = self._start()
+            m = 3 if shape != "conj2" else 2
+            rows = self._pick(self._neighbours(centre, [centre]), m)
+            if len(rows) < m:
+                return None
+            eids = [centre] + [r["eid"] for r in rows]
+            edges = [self._edge(0, i + 1, r) for i, r in enumerate(rows)]
+            if shape == "star":
+                roles = [INTERMEDIATE, SEED, SEED, ANSWER]
+            else:
+                roles = [ANSWER] + [SEED] * m
+            return GTSample(shape, eids, roles, edges)
+        raise ValueError(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
+
+    # -- validation and classification --------------------------------------------------------------
+    def _answers(self, sample: GTSample, edge_ids: Sequence[int] | None = None,
+                 seeds: Sequence[int] | None = None) -> tuple[set[int], set[tuple[int, str, int]]] | None:
+        q = answer_query(sample, edge_ids, seeds, self.graph.relation_types())
+        rows = self.graph.read(q, limit=self.settings.max_rows + 1, **answer_params(sample, seeds))
+        if len(rows) > self.settings.max_rows:
+            return None
+        answers = {r["answer"] for r in rows}
+        triples = {(h, t_, t) for r in rows for h, t_, t in r["triples"]}
+        return answers, triples
+
+    def _drop(self, why: str) -> None:
+        self.dropped[why] = self.dropped.get(why, 0) + 1
+
+    def build_record(self, sample: GTSample, rid: str) -> dict[str, Any] | None:
+        st = self.settings
+        got = self._answers(sample)
+        if got is None:
+            return self._drop("too_many_rows")
+        answers, full = got
+        if sample.eids[sample.answer] not in answers:
+            return self._drop("answer_not_found")
+        if len(answers) > st.max_answers:
+            return self._drop("too_many_answers")
+        if answers & {sample.eids[s] for s in sample.seeds}:
+            return self._drop("self_answering")
+        catalog = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
+        ents = self.graph.entities(sorted(set(sample.eids) | answers | {x for h, _, t in full for x in (h, t)}))
+        name = {eid: (r.get("name") or r.get("key") or str(eid)) for eid, r in ents.items()}
+        sample.names = [name.get(e, str(e)) for e in sample.eids]
+        seed_names = [sample.names[s] for s in sample.seeds]
+        if len(set(sample.names)) != len(sample.names) or any("UNKNOWN" in x for x in sample.names):
+            return self._drop("ambiguous_names")
+        n = len(sample.eids)
+        # redundancy (paper 003 A.3): a proper subset of the seeds with the same answers
+        redundant, minimal_seeds, minimal_iso = False, seed_names, None
+        seeds = sample.seeds
+        for size in range(1, len(seeds)):
+            for sub in combinations(seeds, size):
+                eids_sub = subtree_edges(n, sample.edges, sample.answer, sub)
+                got_sub = self._answers(sample, eids_sub, sub)
+                if got_sub is not None and got_sub[0] == answers:
+                    redundant = True
+                    minimal_seeds = [sample.names[s] for s in sub]
+                    minimal_iso = isomorphism_type(n, [sample.edges[i] for i in eids_sub], sample.answer)
+                    break
+            if redundant:
+                break
+        if redundant and st.drop_redundant:
+            return self._drop("redundant")
+        # gold pattern: seeds known, the answer the highest UNKNOWN number
+        others = [i for i in range(n) if sample.roles[i] == INTERMEDIATE]
+        label = {s: sample.names[s] for s in seeds}
+        for j, i in enumerate(others, start=1):
+            label[i] = f"UNKNOWN {j}"
+        label[sample.answer] = f"UNKNOWN {len(others) + 1}"
+        gt = [[sample.names[h], rel, sample.names[t]] for h, _, rel, t in sample.edges]
+        pattern = [[label[h], rel, label[t]] for h, _, rel, t in sample.edges]
+        question = question_text(sample)
+        claim = claim_text(gt)
+        rec: dict[str, Any] = {
+            "id": rid,
+            "shape": sample.shape,
+            "isomorphism": isomorphism_type(n, sample.edges, sample.answer),
+            "hops": hops(n, sample.edges, sample.answer, seeds),
+            "question": question,
+            "claim": claim,
+            "label": "SUPPORTED",
+            "seeds": seed_names,
+            "seed_eids": [sample.eids[s] for s in seeds],
+            "answer": sample.names[sample.answer],
+            "answers": sorted(name.get(a, str(a)) for a in answers),
+            "answer_eids": sorted(answers),
+            "unique": len(answers) == 1,
+            "triples": gt,
+            "full_triples": sorted([name.get(h, str(h)), catalog.get(t_, t_), name.get(t, str(t))]
+                                   for h, t_, t in full),
+            "pattern": {"triples": pattern},
+            "claim_pattern": {"triples": gt},
+            "corrupted": self.corrupt(sample, gt),
+            "redundant": redundant,
+            "minimal_seeds": minimal_seeds,
+            "minimal_isomorphism": minimal_iso,
+            "cypher": answer_query(sample),
+        }
+        if self.llm is not None:
+            rec["paraphrased_question"] = self._paraphrase(question, "question")
+            rec["paraphrased_claim"] = self._paraphrase(claim, "statement")
+        return rec
+
+    def corrupt(self, sample: GTSample, gt: list[list[str]]) -> list[dict[str, Any]]:
+        """Claims with one entity of one triple swapped for another entity at the same end of the same relation."""
+        out: list[dict[str, Any]] = []
+        allowed = self.graph.relation_types()
+        order = list(range(len(sample.edges)))
+        self.rng.shuffle(order)
+        for i in order:
+            if len(out) >= self.settings.corruptions:
+                break
+            h, rtype, rel, t = sample.edges[i]
+            end = self.rng.choice(["head", "tail"])
+            slot = {"rel_type": ":" + escape_identifier(rtype)} if rtype in allowed else None
+            if slot is None:
+                continue
+            rows = self.graph.read(render("synth_relation_ends", **slot), kg=self.graph.kg, end=end,
+                                   exclude=list(sample.eids), limit=50)
+            self.rng.shuffle(rows)
+            for row in rows[:5]:
+                new_h, new_t = (row["eid"], sample.eids[t]) if end == "head" else (sample.eids[h], row["eid"])
+                if self.graph.read(render("synth_edge_exists", **slot), h=new_h, t=new_t)[0]["found"]:
+                    continue
+                if not row["name"] or row["name"] in sample.names:
+                    continue
+                triples = [list(x) for x in gt]
+                triples[i][0 if end == "head" else 2] = row["name"]
+                out.append({"claim": claim_text(triples), "label": "REFUTED", "pattern": {"triples": triples},
+                            "swapped": {"triple": i, "end": end, "was": gt[i][0 if end == "head" else 2],
+                                        "now": row["name"]}})
+                break
+        return out
+
+    def _paraphrase(self, text: str, kind: str) -> str | None:
+        prompt = (f"Rewrite this {kind} in natural English. Keep every entity name exactly as written and do not "
+                  f"change its meaning. Reply with the rewritten {kind} only.\n\n{text}")
+        try:
+            return self.llm.complete(prompt).strip() or None
+        except Exception:  # noqa: BLE001 - paraphrasing is optional; the template stays
+            return None
+
+    # -- driver -------------------------------------------------------------------------------------
+    def generate(self, n: int, shapes: Sequence[str] = SHAPES) -> Iterator[dict[str, Any]]:
+        """``n`` records, shapes taken in turn; a shape the KG cannot give within the attempts is skipped."""
+        for s in shapes:
+            if s not in SHAPES:
+                raise ValueError(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
+        self._pool_size = max(100, n * self.settings.pool_factor)
+        self._fill_pool(self._pool_size)
+        made = {s: 0 for s in shapes}
+        failures = {s: 0 for s in shapes}
+        live = list(shapes)
+        count = 0
+        while count < n and live:
+            shape = min(live, key=lambda s: made[s])
+            sample = self.sample_shape(shape)
+            rec = self.build_record(sample, f"{shape}-{made[shape]}") if sample is not None else None
+            if sample is None:
+                self._drop("no_neighbours")
+            if rec is None:
+                failures[shape] += 1
+                if failures[shape] > self.settings.attempts * (made[shape] + 1):
+                    live.remove(shape)
+                continue
+            made[shape] += 1
+            count += 1
+            yield rec
+
+
+def synthesize(graph: Any, n: int = 100, shapes: Sequence[str] = SHAPES, *, seed: int = 0,
+               settings: SynthSettings | None = None, llm: Any = None) -> list[dict[str, Any]]:
+    return list(Synthesizer(graph, seed=seed, settings=settings, llm=llm).generate(n, shapes))
+
+
+def write_jsonl(records: Sequence[dict[str, Any]], path: str | Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+__all__ = ["SHAPES", "SynthSettings", "GTSample", "Synthesizer", "synthesize", "write_jsonl", "answer_query",
+           "isomorphism_type", "hops", "subtree_edges", "inverse_degree_weights", "claim_text", "question_text"]
