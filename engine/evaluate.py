@@ -243,7 +243,8 @@ def plot_breakdown(summary: dict[str, Any], path: str | Path, title: str = "isor
         for gi, g in enumerate(groups):
             vals = [summary[key][g].get(m) or 0.0 for m in metrics]
             xs = [i + (gi - (len(groups) - 1) / 2) * width for i in range(len(metrics))]
-            ax.bar(xs, vals, width, label=f"{g} (n={summary[key][g]['n']})", color=colors(gi % 10))
+            name = f"{g} hops" if key == "by_hops" else g
+            ax.bar(xs, vals, width, label=f"{name} (n={summary[key][g]['n']})", color=colors(gi % 10))
         ax.set_xticks(range(len(metrics)))
         ax.set_xticklabels([m.replace("_", "\n") for m in metrics], fontsize=9)
         ax.set_ylim(0, 1.05)

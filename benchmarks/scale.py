@@ -1,0 +1,325 @@
+"""Scale curve: synthetic KGs of growing size, load throughput, store sizes, retrieval latency, exactness.
+
+    python benchmarks/scale.py --edges 100000,1000000,10000000 [--queries 60] [--keep]
+
+Per size: a KG with power-law (Zipf) degrees, thousands of typed relation names made from verb phrases and
+realistic entity names (people, places, organisations, products; a number where a name repeats) is written
+as a TSV file (cached under ``$ISORAG_HOME/scale``), loaded into KG ``scale_<size>`` with the project's
+``BulkLoader`` (batched UNWIND MERGE into Neo4j + ONNX/torch embeddings into Milvus). ``neo4j-admin
+database import`` would be the faster graph path at 10M edges (an offline CSV import into a fresh database);
+it is not implemented: it needs the server stopped and a database of its own, and embedding the entity
+names, not the graph write, is the larger cost of a load. Gold patterns are sampled with
+:mod:`engine.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
+latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
+exhaustive Cypher oracle on the same candidates, where the oracle finishes within ``--oracle-timeout``.
+Store sizes are the growth of the Neo4j and Milvus data directories over the load (they hold every KG).
+
+The last line is one JSON object (also benchmarks/results/scale.json); the plot is benchmarks/results/scale.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import _common  # noqa: F401
+from _common import RESULTS, emit, peak_rss_mb, percentile, server_rss_mb, start_servers
+
+FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Kwame", "Sofia", "Ivan", "Priya", "Mateo", "Chen", "Amara",
+         "Lucas", "Freya", "Tariq", "Elena", "Noah", "Yara", "Hugo", "Mei", "Diego", "Ingrid", "Ravi", "Zofia",
+         "Felix", "Nadia", "Kenji", "Chloe", "Emeka", "Astrid", "Pablo", "Leila", "Tomas", "Hana", "Samuel", "Iris"]
+LAST = ["Okafor", "Moreno", "Jensen", "Ito", "Castillo", "Novak", "Haddad", "Lindqvist", "Mensah", "Romero",
+        "Tanaka", "Kowalski", "Brennan", "Achebe", "Varga", "Delacroix", "Sato", "Petrov", "Osei", "Fischer",
+        "Almeida", "Nakamura", "Byrne", "Rahman", "Costa", "Holm", "Adeyemi", "Larsen", "Quinn", "Silva"]
+PLACE_A = ["Port", "Lake", "North", "South", "East", "West", "New", "Old", "Upper", "Lower", "Fort", "Saint"]
+PLACE_B = ["Elmwood", "Ardent", "Brightwater", "Corvania", "Delmora", "Ashford", "Redcliff", "Stonebridge",
+           "Marlow", "Eastmere", "Glenhaven", "Kingsport", "Silverton", "Oakridge", "Ravenna", "Thornbury"]
+ORG_A = ["Northwind", "Vega", "Bluepeak", "Orion", "Cobalt", "Helix", "Summit", "Atlas", "Lumen", "Sterling",
+         "Meridian", "Quartz", "Pioneer", "Harbor", "Zenith", "Granite"]
+ORG_B = ["Logistics", "Foods", "Analytics", "Motors", "Pharma", "Energy", "Textiles", "Robotics", "Media",
+         "Capital", "Airlines", "Biotech", "Steel", "Software", "Insurance", "Studios"]
+PROD_A = ["Orbit", "Nova", "Pulse", "Echo", "Falcon", "Aurora", "Titan", "Comet", "Breeze", "Spark"]
+PROD_B = ["Kettle", "Drone", "Scanner", "Router", "Tablet", "Bike", "Lamp", "Camera", "Sensor", "Speaker"]
+# relation names: verb phrases typed by (head kind, tail kind)
+VERBS = [("works for", "person", "org"), ("was born in", "person", "place"), ("lives in", "person", "place"),
+         ("is married to", "person", "person"), ("founded", "person", "org"), ("designed", "person", "product"),
+         ("mentored", "person", "person"), ("invested in", "person", "org"), ("reviewed", "person", "product"),
+         ("is based in", "org", "place"), ("owns", "org", "product"), ("acquired", "org", "org"),
+         ("manufactures", "org", "product"), ("sponsors", "org", "person"), ("lies in", "place", "place"),
+         ("borders", "place", "place"), ("is sold in", "product", "place"), ("competes with", "product", "product")]
+OBJ_VERBS = [("supplies {n} to", "org", "org"), ("buys {n} from", "org", "org"), ("licenses {n} to", "org", "org"),
+             ("exports {n} to", "place", "place"), ("ships {n} to", "org", "place"),
+             ("sells {n} to", "person", "org"), ("teaches {n} to", "person", "person"),
+             ("wrote about {n} for", "person", "org"), ("uses {n} from", "product", "org")]
+NOUNS = ["steel", "grain", "software", "chips", "cotton", "timber", "coffee", "engines", "textiles", "medicine",
+         "batteries", "glass", "paper", "fuel", "cement", "copper", "rice", "fertilizer", "tyres", "solar panels",
+         "robots", "spices", "leather", "wine", "wool", "plastics", "turbines", "lenses", "sensors", "vaccines"]
+ADVERBS = ["", "formerly ", "jointly ", "officially ", "briefly ", "secretly ", "primarily ", "occasionally ",
+           "publicly ", "reportedly "]
+KINDS = ("person", "place", "org", "product")
+KIND_SHARE = {"person": 0.45, "place": 0.15, "org": 0.25, "product": 0.15}
+
+
+def relation_names() -> list[tuple[str, str, str]]:
+    out = [(a + v, h, t) for a in ADVERBS for v, h, t in VERBS]
+    out += [(a + v.format(n=n), h, t) for a in ADVERBS for v, h, t in OBJ_VERBS for n in NOUNS]
+    return out  # 10 * 18 + 10 * 9 * 30 = 2880 relation names
+
+
+def entity_name(kind: str, rng: Any) -> str:
+    if kind == "person":
+        return f"{FIRST[rng.integers(len(FIRST))]} {LAST[rng.integers(len(LAST))]}"
+    if kind == "place":
+        return f"{PLACE_A[rng.integers(len(PLACE_A))]} {PLACE_B[rng.integers(len(PLACE_B))]}"
+    if kind == "org":
+        return f"{ORG_A[rng.integers(len(ORG_A))]} {ORG_B[rng.integers(len(ORG_B))]}"
+    return f"{PROD_A[rng.integers(len(PROD_A))]} {PROD_B[rng.integers(len(PROD_B))]} {rng.integers(100, 999)}"
+
+
+def generate(edges: int, path: Path, *, seed: int = 0, alpha: float = 1.0, degree: float = 4.0) -> dict[str, Any]:
+    """Write ``edges`` distinct triples ``head<TAB>relation<TAB>tail`` with Zipf(alpha) entity and relation
+    popularity; about ``edges / degree`` entities."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n_ent = max(100, int(edges / degree))
+    counts = {k: max(10, int(n_ent * s)) for k, s in KIND_SHARE.items()}
+    names: dict[str, list[str]] = {}
+    seen: dict[str, int] = {}
+    for k in KINDS:
+        lst = []
+        for _ in range(counts[k]):
+            base = entity_name(k, rng)
+            c = seen.get(base, 0)
+            seen[base] = c + 1
+            lst.append(base if c == 0 else f"{base} {c + 1}")
+        names[k] = lst
+    rels = relation_names()
+    rel_p = 1.0 / np.arange(1, len(rels) + 1) ** alpha
+    rel_p /= rel_p.sum()
+    ent_p = {}
+    for k in KINDS:
+        p = 1.0 / np.arange(1, counts[k] + 1) ** alpha
+        ent_p[k] = p / p.sum()
+    out: set[tuple[int, int, int]] = set()
+    with path.open("w", encoding="utf-8") as f:
+        while len(out) < edges:
+            m = min(1_000_000, int((edges - len(out)) * 1.2) + 100)
+            ridx = rng.choice(len(rels), size=m, p=rel_p)
+            hk = {}
+            for k in KINDS:
+                hk[k] = iter(rng.choice(counts[k], size=m, p=ent_p[k]))
+            tk = {}
+            for k in KINDS:
+                tk[k] = iter(rng.permutation(counts[k])[rng.choice(counts[k], size=m, p=ent_p[k])])
+            for r in ridx:
+                name, hkind, tkind = rels[r]
+                h, t = int(next(hk[hkind])), int(next(tk[tkind]))
+                if hkind == tkind and h == t:
+                    continue
+                key = (int(r), h + (KINDS.index(hkind) << 40), t + (KINDS.index(tkind) << 40))
+                if key in out:
+                    continue
+                out.add(key)
+                f.write(f"{names[hkind][h]}\t{name}\t{names[tkind][t]}\n")
+                if len(out) >= edges:
+                    break
+    return {"entities_made": sum(counts.values()), "relation_names": len(rels)}
+
+
+def du_mb(path: Path) -> float | None:
+    if not path.exists():
+        return None
+    try:
+        out = subprocess.run(["du", "-sm", str(path)], capture_output=True, text=True, timeout=600).stdout
+        return float(out.split()[0])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+class _TimedGraph:
+    """The graph store with a server-side transaction timeout on every read (the oracle's time limit)."""
+
+    def __init__(self, graph: Any, timeout_s: float) -> None:
+        self.graph, self.timeout_s = graph, timeout_s
+
+    def read(self, query: str, **params: Any) -> Any:
+        import neo4j
+
+        return self.graph.read(neo4j.Query(query, timeout=self.timeout_s), **params)
+
+
+def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: bool) -> dict[str, Any]:
+    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine._engine import Engine
+    from engine._errors import IsoragError
+    from engine.matching import Matcher
+    from engine.oracle import oracle_matches
+    from engine.synth import SynthSettings, Synthesizer
+
+    home = Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag")
+    data = home / "scale"
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / f"scale_{edges}.tsv"
+    t0 = time.perf_counter()
+    gen: dict[str, Any] = {"cached": path.exists()}
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        gen.update(generate(edges, tmp, seed=args.seed))
+        tmp.rename(path)
+    gen_s = time.perf_counter() - t0
+    print(f"[{edges:,}] generated {path} in {gen_s:.1f} s", flush=True)
+
+    kg = f"scale_{edges}"
+    cfg = EngineConfig(kg=kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
+                       match=MatchSettings(k_node=64, k_rel=64, k=args.k, deadline_s=args.deadline))
+    eng = Engine(cfg, llm=False)
+    neo_dir, mil_dir = home / "neo4j", home / "milvus"
+    size0 = {"neo4j": du_mb(neo_dir), "milvus": du_mb(mil_dir)}
+    st = eng.graph.stats()
+    load: dict[str, Any]
+    if st["entities"] and not args.reload and eng.stats()["agree"]:
+        load = {"reused": True}
+        load_s = None
+    else:
+        if st["entities"]:
+            eng.drop()
+        summary = eng.load(path, "tsv", progress=not args.quiet)
+        load_s = summary.wall_s
+        load = summary.to_dict()
+        load["triples_per_s"] = round(summary.triples / max(summary.wall_s, 1e-9), 1)
+        load["graph_triples_per_s"] = round(summary.triples / max(summary.graph_s, 1e-9), 1)
+        load["embed_entities_per_s"] = round(summary.embedded_entities / max(summary.embed_s, 1e-9), 1)
+        print(f"[{edges:,}] loaded in {summary.wall_s:.1f} s ({load['triples_per_s']} triples/s, "
+              f"embed {load['embed_entities_per_s']} entities/s)", flush=True)
+    size1 = {"neo4j": du_mb(neo_dir), "milvus": du_mb(mil_dir)}
+    sizes = {k: {"before_mb": size0[k], "after_mb": size1[k],
+                 "growth_mb": (size1[k] - size0[k]) if size0[k] is not None and size1[k] is not None else None}
+             for k in size0}
+
+    t1 = time.perf_counter()
+    syn = Synthesizer(eng.graph, seed=args.seed, settings=SynthSettings(max_answers=args.max_answers))
+    gold = list(syn.generate(args.queries, [s for s in args.shapes.split(",") if s]))
+    synth_s = time.perf_counter() - t1
+    print(f"[{edges:,}] synth {len(gold)} gold patterns in {synth_s:.1f} s (dropped {syn.dropped})", flush=True)
+
+    settings_list = [("k64", {"k_node": 64, "k_rel": 64})]
+    if largest:
+        settings_list.append(("k1024", {"k_node": 1024, "k_rel": 64}))
+    runs: dict[str, Any] = {}
+    for label, kw in settings_list:
+        eng.retrieve(gold[0]["pattern"], **kw) if gold else None  # warm-up: model, connections, caches
+        stages: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
+        hit = exact_n = exact_ok = oracle_timeouts = 0
+        not_exact = 0
+        oracle_ms: list[float] = []
+        for rec in gold:
+            try:
+                res = eng.retrieve(rec["pattern"], **kw)
+            except IsoragError as e:
+                print(f"  retrieval failed: {e}", flush=True)
+                continue
+            for s in stages:
+                stages[s].append(res.timings.get(s, 0.0))
+            not_exact += not res.exact
+            hit += bool({a.entity.name for a in res.answers} & set(rec["answers"]))
+            if args.oracle_timeout > 0:
+                from dataclasses import replace
+
+                ms = replace(cfg.match, **kw)
+                cands = eng.retriever.candidates(res.pattern, ms, {})
+                got, _ = Matcher(eng.graph, ms).top_k(res.pattern, cands, args.k)
+                t2 = time.perf_counter()
+                try:
+                    want = oracle_matches(_TimedGraph(eng.graph, args.oracle_timeout), res.pattern, cands,
+                                          limit=args.k)
+                except IsoragError:
+                    oracle_timeouts += 1
+                    continue
+                oracle_ms.append((time.perf_counter() - t2) * 1000)
+                exact_n += 1
+                exact_ok += [round(m.gsd, 6) for m in got] == [round(m.gsd, 6) for m in want]
+        runs[label] = {
+            **kw, "queries": len(stages["total"]),
+            "p50_ms": {s: round(percentile(v, 50), 2) for s, v in stages.items()},
+            "p95_ms": {s: round(percentile(v, 95), 2) for s, v in stages.items()},
+            "hit": round(hit / max(len(stages["total"]), 1), 4), "not_exact_results": not_exact,
+            "exact": round(exact_ok / exact_n, 4) if exact_n else None,
+            "oracle": {"ran": exact_n, "timeouts": oracle_timeouts, "timeout_s": args.oracle_timeout,
+                       "p50_ms": round(percentile(oracle_ms, 50), 2) if oracle_ms else None},
+        }
+        print(f"[{edges:,}] {label}: p50 {runs[label]['p50_ms']} p95 {runs[label]['p95_ms']} "
+              f"exact {runs[label]['exact']} ({exact_n} oracle runs, {oracle_timeouts} timeouts)", flush=True)
+    stats = eng.graph.stats()
+    servers = server_rss_mb()
+    if not args.keep:
+        eng.drop()
+    eng.close()
+    main = runs["k64"]
+    return {"edges": edges, "entities": stats["entities"], "relations": stats["relations"],
+            "triples": stats["triples"], "generate_s": round(gen_s, 1), "generator": gen,
+            "load_s": round(load_s, 1) if load_s is not None else None, "load": load, "store_mb": sizes,
+            "synth_s": round(synth_s, 1), "gold_patterns": len(gold), "synth_dropped": syn.dropped,
+            "p50_ms": main["p50_ms"], "p95_ms": main["p95_ms"], "exact": main["exact"], "runs": runs,
+            "peak_rss_mb": round(peak_rss_mb(), 1), "server_rss_mb": {k: round(v, 1) for k, v in servers.items()},
+            "dropped": not args.keep}
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    xs = [r["edges"] for r in results]
+    colors = {"embed": "tab:blue", "vector": "tab:orange", "graph": "tab:green", "total": "tab:red"}
+    for stage, c in colors.items():
+        ax.plot(xs, [r["p50_ms"][stage] for r in results], "o-", color=c, label=f"{stage} p50")
+        ax.plot(xs, [r["p95_ms"][stage] for r in results], "s--", color=c, alpha=0.6, label=f"{stage} p95")
+    big = [r for r in results if "k1024" in r["runs"]]
+    for r in big:
+        ax.plot([r["edges"]], [r["runs"]["k1024"]["p50_ms"]["total"]], "r*", markersize=14,
+                label="total p50, k(n)=1024")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("KG edges")
+    ax.set_ylabel("retrieval latency per query (ms)")
+    ax.set_title("isorag retrieval latency per stage, k(n)=k(r)=64")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--edges", default="100000", help="comma list, e.g. 100000,1000000,10000000")
+    ap.add_argument("--queries", type=int, default=60, help="gold patterns per size")
+    ap.add_argument("--shapes", default="path1,path2,path3,star,conj2,conj3")
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--max-answers", type=int, default=10)
+    ap.add_argument("--deadline", type=float, default=30.0, help="retrieval deadline per query (s)")
+    ap.add_argument("--oracle-timeout", type=float, default=10.0, help="s per oracle query; 0 skips the oracle")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", action="store_true", help="keep the KGs (default: drop each after its run)")
+    ap.add_argument("--reload", action="store_true", help="drop and reload a KG that is already loaded")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.edges.split(",") if x.strip()]
+    neo, mil = start_servers()
+    results = []
+    for e in sizes:
+        results.append(run_size(e, args, neo, mil, largest=e == max(sizes)))
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        plot(results, RESULTS / "scale.png")
+    emit("scale", {"sizes": results})
+
+
+if __name__ == "__main__":
+    main()
