@@ -50,8 +50,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         from engine import local_neo4j as mod
     else:
         from engine import local_milvus as mod  # type: ignore[no-redef]
-    {"start": mod.cli_start, "stop": mod.cli_stop, "status": mod.cli_status}[args.action]()
-    return 0
+    code = {"start": mod.cli_start, "stop": mod.cli_stop, "status": mod.cli_status}[args.action]()
+    return int(code or 0)
 
 
 def _loader_options(args: argparse.Namespace) -> dict[str, Any]:
