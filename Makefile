@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-unit servers stop bench-load bench-metaqa bench-verify clean
+.PHONY: install demo test test-unit servers stop bench-load bench-metaqa bench-verify bench-scale bench-scale-full clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ bench-metaqa: servers
 
 bench-verify: servers
 	$(PY) benchmarks/verify.py --limit 400
+
+bench-scale: servers
+	$(PY) benchmarks/scale.py --edges 100000
+
+# the whole curve (the 10M size needs about 2 GB of TSV, tens of GB of stores and hours on 2 cores)
+bench-scale-full: servers
+	$(PY) benchmarks/scale.py --edges 100000,1000000,10000000
 
 clean:
 	rm -rf $(VENV) build *.egg-info
