@@ -170,7 +170,13 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     if not path.exists():
         tmp = path.with_suffix(".tmp")
         gen.update(generate(edges, tmp, seed=args.seed))
-        tmp.rename(path)
+        # grouped by relation: the loader writes one statement per relationship type per batch, so a batch
+        # that mixes ~2,000 types costs ~2,000 round trips (35 triples/s measured); grouped, a handful
+        env = {**os.environ, "LC_ALL": "C"}
+        subprocess.run(["sort", "-t", "\t", "-k2,2", "-S", "512M", "-T", str(data), "-o", str(path), str(tmp)],
+                       check=True, env=env)
+        tmp.unlink()
+        gen["sorted_by_relation"] = True
     gen_s = time.perf_counter() - t0
     print(f"[{edges:,}] generated {path} in {gen_s:.1f} s", flush=True)
 
