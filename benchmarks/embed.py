@@ -64,22 +64,33 @@ def perturb(names: list[str], rng: random.Random) -> list[str]:
     return out
 
 
-def throughput(emb: Any, names: list[str], repeats: int, batch_size: int) -> dict[str, float]:
-    emb.encode(names[:200], batch_size=batch_size)  # warm-up: first-call allocations, lazy init
-    walls, cpus = [], []
-    for _ in range(repeats):
-        c0, t0 = time.process_time(), time.perf_counter()
-        emb.encode(names, batch_size=batch_size)
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
-    best = min(walls)
-    return {
-        "names_per_s": round(len(names) / best, 1),
-        "names_per_s_median": round(len(names) / statistics.median(walls), 1),
-        "names_per_cpu_s": round(len(names) / min(cpus), 1),
-        "seconds_best": round(best, 3),
-        "load_avg": round(os.getloadavg()[0], 2),
-    }
+def throughput(configs: dict[str, Any], names: list[str], repeats: int, batch_size: int) -> dict[str, dict]:
+    """Round-robin: repeat r runs every configuration once, so each sees about the same background load."""
+    walls: dict[str, list[float]] = {k: [] for k in configs}
+    cpus: dict[str, list[float]] = {k: [] for k in configs}
+    loads: dict[str, list[float]] = {k: [] for k in configs}
+    for emb in configs.values():
+        emb.encode(names[:200], batch_size=batch_size)  # warm-up: first-call allocations, lazy init
+    for r in range(repeats):
+        for key, emb in configs.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            emb.encode(names, batch_size=batch_size)
+            walls[key].append(time.perf_counter() - t0)
+            cpus[key].append(time.process_time() - c0)
+            loads[key].append(os.getloadavg()[0])
+        print(f"repeat {r + 1}/{repeats}: " + ", ".join(f"{k} {len(names) / walls[k][-1]:.0f}" for k in configs)
+              + f" names/s (loadavg {os.getloadavg()[0]:.1f})", flush=True)
+    out = {}
+    for key in configs:
+        best = min(walls[key])
+        out[key] = {
+            "names_per_s": round(len(names) / best, 1),
+            "names_per_s_median": round(len(names) / statistics.median(walls[key]), 1),
+            "names_per_cpu_s": round(len(names) / min(cpus[key]), 1),
+            "seconds_best": round(best, 3),
+            "load_avg": round(statistics.mean(loads[key]), 2),
+        }
+    return out
 
 
 def latency(emb: Any, n: int = 50) -> dict[str, float]:
@@ -131,20 +142,21 @@ def main() -> None:
         "latency": {},
         "fidelity": {},
     }
+    configs: dict[str, Any] = {}
+    load_s: dict[str, float] = {}
     for b in backends:
         for t in threads:
             t0 = time.perf_counter()
-            emb = load_embedder(backend=b, threads=t)
-            load_s = time.perf_counter() - t0
-            r = throughput(emb, bench, args.repeats, args.batch_size)
-            r.update(latency(emb), load_s=round(load_s, 2))
-            report(result, f"{b}/t{t}", r)
+            emb = configs[f"{b}/t{t}"] = load_embedder(backend=b, threads=t)
+            load_s[f"{b}/t{t}"] = round(time.perf_counter() - t0, 2)
             if t > 1 and b.startswith("onnx") and not args.no_intra:
                 # The same build on ONNX Runtime's intra-op threads (one batch at a time), for comparison.
-                intra = OnnxEmbedder(emb.build_dir, name=emb.name, slug=emb.slug, backend=b, threads=t, parallel="intra")
-                r = throughput(intra, bench, args.repeats, args.batch_size)
-                r.update(latency(intra))
-                report(result, f"{b}/t{t}-intra", r)
+                configs[f"{b}/t{t}-intra"] = OnnxEmbedder(
+                    emb.build_dir, name=emb.name, slug=emb.slug, backend=b, threads=t, parallel="intra"
+                )
+    for key, r in throughput(configs, bench, args.repeats, args.batch_size).items():
+        r.update(latency(configs[key]), load_s=load_s.get(key, 0.0))
+        report(result, key, r)
     for b in backends:
         runs = [v for k, v in result["throughput"].items() if k.startswith(b + "/") and not k.endswith("-intra")]
         if runs:

@@ -1,7 +1,7 @@
 """Text embeddings: names and queries -> L2-normalized float32 vectors (DESIGN §2, §7, §10).
 
-Three backends compute the same function as the model's sentence-transformers pipeline
-(Transformer -> Pooling -> Normalize, as its ``modules.json`` and pooling config say):
+Three backends run the model's sentence-transformers pipeline (Transformer -> Pooling -> Normalize, as
+its ``modules.json`` and pooling config say):
 
 ``torch``    sentence-transformers itself (CPU, CUDA or MPS).
 ``onnx``     the HF transformer exported once with ``torch.onnx.export`` (dynamic batch and sequence axes),
@@ -9,14 +9,21 @@ Three backends compute the same function as the model's sentence-transformers pi
              architecture is BERT, run by ONNX Runtime on the CPU; tokenization with the fast tokenizer,
              pooling and normalization in numpy. Numerically the same as ``torch`` (cosine > 0.99999), so it
              shares torch's ``slug``: vectors of the two may be mixed in one collection.
-``onnx-q8``  the same graph with its weights dynamically quantized to int8 (``quantize_dynamic``).
-             Faster, but its vectors differ measurably from torch's, so it has a slug of its own.
+``onnx-q8``  the same graph with the weights of its attention and FFN-up matmuls dynamically quantized
+             to int8 (``quantize_dynamic``). Faster, but not faithful: on MetaQA names its vectors have
+             cosine 0.98-0.995 with torch's and its top-1 nearest neighbours of perturbed names agree with
+             torch's only ~93-95% of the time; dynamic activation scales are also per batch, so a text's
+             vector depends on the batch it came in. A slug of its own; opt-in only.
 
-``auto`` is torch on CUDA when CUDA is there, else ``onnx`` (the fastest faithful backend measured on the
-2-core CPUs of DESIGN §10, see ``benchmarks/embed.py``), else torch.
+``auto`` is torch on CUDA when CUDA is there, else ``onnx``: on the 2-core CPUs of DESIGN §10 it embeds
+MetaQA names ~1.7x faster than torch per CPU-second, 2.8x in wall time with 2 threads (~900 vs ~320
+names/s at best), and a lone query of three strings in ~7 ms instead of ~24 ms (``benchmarks/embed.py``).
+Else (no onnxruntime, an architecture or pipeline the export cannot reproduce) torch.
 
 Texts are deduplicated, sorted by token length and cut into batches that bound both the number of rows
-and the padded token count, so short names pay no padding for long ones.
+and the padded token count, so short names pay no padding for long ones. On ONNX, ``threads`` batches
+run at once, one thread each (the caller and helpers): a thread kept off its core by another process
+then delays only its own batch, where ONNX Runtime's intra-op threads all wait at every operator.
 
 ONNX models are built on first use into ``$ISORAG_HOME/models/<slug>/<fingerprint>/`` (model.onnx,
 tokenizer.json, embedder.json): written into a temporary directory and renamed into place, so a reader
@@ -49,8 +56,8 @@ from engine._errors import ConfigError
 log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnx", "onnx-q8")
-#: What ``backend="auto"`` runs on a CPU. fp32 ONNX: 1.5-1.9x torch's names/s and the same vectors;
-#: onnx-q8 is faster still but its nearest neighbours disagree with torch's too often (benchmarks/embed.py).
+#: What ``backend="auto"`` runs on a CPU. fp32 ONNX: the same vectors as torch, 1.7x its names per CPU-second;
+#: onnx-q8 is only ~1.2x fp32 and its nearest neighbours disagree with torch's too often (benchmarks/embed.py).
 AUTO_CPU_BACKEND = "onnx"
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
@@ -65,7 +72,8 @@ _TOKEN_BUDGET = 8192
 _MIN_COS = {"onnx": 0.9999, "onnx-q8": 0.95}
 #: Dynamic int8 quantization recipe: per-channel signed weights for the attention and FFN-up matmuls;
 #: the FFN down-projections (GELU outputs: wide activation range) and the embedding tables stay fp32.
-#: Measured on MetaQA names this halves the cosine error of quantizing everything (benchmarks/embed.py).
+#: On MetaQA names this halves the cosine error of quantizing everything (mean cos 0.9955 vs 0.9916 for
+#: per-channel, 0.962 for per-tensor everything), top-1 NN agreement with torch 95% vs 93% and 88%.
 _Q8_RECIPE = {"weight_type": "QInt8", "per_channel": True, "exclude": "ffn_down+embeddings"}
 
 _PROBE_TEXTS = [
