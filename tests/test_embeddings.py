@@ -201,3 +201,34 @@ def test_batches_cover_everything_within_limits():
         assert len(idx) == 1 or len(idx) * lens[idx].max() <= 4096
         seen.extend(idx.tolist())
     assert seen == order.tolist()
+
+
+def test_local_directory_slug_and_alias_resolution(tmp_path):
+    bundled = _resolve_source("sentence-transformers/all-MiniLM-L6-v2")
+    assert bundled.name == "all-MiniLM-L6-v2" and bundled.slug == "minilm_l6_v2" and bundled.path.is_dir()
+    local = _resolve_source(str(bundled.path))
+    assert local.path == bundled.path.resolve()
+    # A local directory's slug names it and its location: two copies never share a collection.
+    assert local.slug.startswith("model_") and local.slug != bundled.slug
+    assert _resolve_source("sentence-transformers/all-mpnet-base-v2").slug == "all_mpnet_base_v2"
+    assert _resolve_source("BAAI/bge-small-en-v1.5").slug == "baai_bge_small_en_v1_5"
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(ConfigError, match="not a model directory"):
+        load_embedder(str(tmp_path / "f.txt"))
+
+
+def test_pipeline_the_onnx_backend_cannot_run_is_config_error(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("ISORAG_HOME", str(tmp_path / "home"))
+    tmp_path = tmp_path / "model"
+    tmp_path.mkdir()
+    src = _resolve_source("all-MiniLM-L6-v2").path
+    for f in src.iterdir():  # a copy of the model whose pipeline has a Dense layer after pooling
+        (tmp_path / f.name).symlink_to(f)
+    (tmp_path / "modules.json").unlink()
+    modules = json.loads((src / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ConfigError, match="cannot run on backend 'onnx'.*Dense"):
+        load_embedder(str(tmp_path), backend="onnx")
