@@ -132,6 +132,47 @@ class VerifySettings:
 
 
 @dataclass(frozen=True)
+class ScoringSettings:
+    """How a trained triple scorer (``EngineConfig.scorer``) is used by :meth:`Engine.ask` (DESIGN §5).
+
+    ``hops`` / ``max_edges``: the neighbourhood fetched around the anchors (None: what the checkpoint was trained
+    with). ``p``, ``tau``, ``k_min``, ``k_max``: QSRAG's adaptive top-p selection of the evidence triples
+    (p = 0.9, [50, 200] as in the paper's main text; ``tau`` the optional sigmoid pre-filter). Entity linking
+    (no pattern matched): word n-grams up to ``link_max_ngram`` words, hits within ``link_threshold``
+    (Euclidean distance of normalized embeddings), at most ``max_anchors`` anchors.
+    """
+
+    hops: int | None = None
+    max_edges: int | None = None
+    p: float = 0.9
+    tau: float | None = None
+    k_min: int = 50
+    k_max: int = 200
+    link_threshold: float = 0.45
+    link_max_ngram: int = 5
+    max_anchors: int = 3
+    max_answers: int = 20
+    #: entity vectors cached per process (LRU)
+    cache_entities: int = 200_000
+
+    def __post_init__(self) -> None:
+        if self.hops is not None and (not isinstance(self.hops, int) or self.hops < 0):
+            raise ConfigError(f"scoring hops must be an int >= 0, got {self.hops!r}")
+        if self.max_edges is not None and (not isinstance(self.max_edges, int) or self.max_edges < 1):
+            raise ConfigError(f"scoring max_edges must be a positive int, got {self.max_edges!r}")
+        if not 0 < self.p <= 1:
+            raise ConfigError(f"scoring p must lie in (0, 1], got {self.p!r}")
+        if not (isinstance(self.k_min, int) and isinstance(self.k_max, int) and 0 <= self.k_min <= self.k_max):
+            raise ConfigError(f"scoring needs 0 <= k_min <= k_max, got {self.k_min!r}, {self.k_max!r}")
+        if not 0 <= self.link_threshold <= 2:
+            raise ConfigError(f"link_threshold must be a distance in [0, 2], got {self.link_threshold!r}")
+        for name in ("link_max_ngram", "max_anchors", "max_answers", "cache_entities"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"scoring {name} must be a positive int, got {v!r}")
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     kg: str = DEFAULT_KG
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
@@ -145,6 +186,9 @@ class EngineConfig:
     fewshot: str | None = DEFAULT_FEWSHOT
     shots: int = DEFAULT_SHOTS
     verify: VerifySettings = field(default_factory=VerifySettings)
+    #: a triple-scorer checkpoint (``isorag train-scorer``); None: no scorer
+    scorer: str | None = None
+    scoring: ScoringSettings = field(default_factory=ScoringSettings)
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
@@ -174,6 +218,8 @@ class EngineConfig:
                 raise ConfigError(
                     f"ISORAG_VERIFY_THRESHOLD={os.environ['ISORAG_VERIFY_THRESHOLD']!r} is not a number"
                 ) from None
+        if os.environ.get("ISORAG_SCORER", "").strip():
+            kw["scorer"] = os.environ["ISORAG_SCORER"].strip()
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 

@@ -37,6 +37,8 @@ class Engine:
         self._llm_ready = False
         self._llm_owned = False
         self._fewshot: dict[str, list[dict[str, Any]]] = {}
+        self._scorer: Any = None
+        self._features: Any = None
 
     # -- components (lazy: a component starts or connects at first use) -------------------------------
     @property
@@ -87,6 +89,7 @@ class Engine:
         loader = BulkLoader(self.graph, self.vectors, self.embedder, batch_size=batch_size, progress=progress)
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
         self._matcher = None  # relation catalog changed
+        self._features = None
         return summary
 
     def load_existing(self, label: str, key: str, name: str | None = None, *, progress: bool = True,
@@ -116,6 +119,7 @@ class Engine:
         self.vectors.drop()
         self._vectors = None
         self._matcher = None
+        self._features = None
 
     # -- retrieval -------------------------------------------------------------------------------------
     @property
@@ -138,6 +142,74 @@ class Engine:
 
         settings = replace(self.config.match, **match) if match else self.config.match
         return self.retriever.retrieve(pattern, k=k, settings=settings)
+
+    # -- the triple scorer (engine.scoring) ------------------------------------------------------------
+    @property
+    def scorer(self) -> Any:
+        """The :class:`~engine.scoring.service.ScoringService` of ``config.scorer`` (a checkpoint path), or None.
+
+        Loaded at first use and checked against this KG and embedding model (a mismatch is a
+        :class:`~engine._errors.CheckpointError`)."""
+        with self._lock:
+            if self._scorer is None and self.config.scorer:
+                from engine.scoring.checkpoint import load_checkpoint
+                from engine.scoring.device import resolve_device
+                from engine.scoring.service import ScoringService
+
+                emb = self.embedder
+                ckpt = load_checkpoint(self.config.scorer, kg=self.kg, embedding_slug=emb.slug, emb_dim=emb.dim,
+                                       relation_types=sorted(self.graph.relation_types()),
+                                       device=resolve_device(self.config.device))
+                self._scorer = ScoringService(self, ckpt)
+            return self._scorer
+
+    @scorer.setter
+    def scorer(self, value: Any) -> None:
+        """Set a checkpoint path (loaded at next use), a ScoringService, or None."""
+        with self._lock:
+            from engine.scoring.service import ScoringService
+
+            if isinstance(value, ScoringService) or value is None:
+                self._scorer = value
+                self.config = self.config.with_(scorer=None if value is None else self.config.scorer)
+            else:
+                self._scorer = None
+                self.config = self.config.with_(scorer=str(value))
+
+    @property
+    def scorer_features(self) -> Any:
+        """Entity / relation vectors for the scorers, cached per engine (:class:`~engine.scoring.features.FeatureStore`)."""
+        with self._lock:
+            if self._features is None:
+                from engine.scoring.features import FeatureStore
+
+                self._features = FeatureStore(self.vectors, self.graph, self.embedder.dim,
+                                              capacity=self.config.scoring.cache_entities)
+            return self._features
+
+    def link_entities(self, query: str) -> list[Any]:
+        """Entities of the KG named in ``query`` (n-gram vector search; needs a scorer checkpoint)."""
+        return self._need_scorer().link(query)
+
+    def score(self, query: str, anchors: Any = None, **kw: Any) -> Any:
+        """The top scored triples of the neighbourhood of ``anchors`` (eids; None: entities linked from ``query``)
+        for ``query``: a :class:`~engine.scoring.service.ScoringResult`. ``kw``: ``hops``, ``max_edges``."""
+        return self._need_scorer().score(query, anchors, **kw)
+
+    def train_scorer(self, qa: Any, *, model: str = "dde_mlp", out: Any = None, **kw: Any) -> Any:
+        """Train a triple scorer on this KG (:func:`engine.scoring.train.train_scorer`); returns a TrainResult."""
+        from engine.scoring.train import train_scorer
+
+        return train_scorer(self, qa, model=model, out=out, **kw)
+
+    def _need_scorer(self) -> Any:
+        from engine._errors import ConfigError
+
+        sc = self.scorer
+        if sc is None:
+            raise ConfigError("no scorer checkpoint configured: pass Engine(scorer=PATH) or set ISORAG_SCORER "
+                              "(train one with `isorag train-scorer`)")
+        return sc
 
     # -- the LLM and its few-shot examples ---------------------------------------------------------------
     @property

@@ -79,6 +79,19 @@ LABELS = (SUPPORTED, REFUTED, NOT_ENOUGH_INFO)
 #: ``Answer.answers`` with their GSD): an entity bound in a worse subgraph is a worse answer, not another answer
 TEXT_TIE = 0.02
 
+#: heads the scored triples in the evidence the LLM reads (QSRAG's confidence-annotated triples)
+SCORED_HEADER = "scored triples (confidence from the triple scorer):"
+
+
+def _scorer_configured(engine: Engine) -> bool:
+    return bool(getattr(engine.config, "scorer", None))
+
+
+def _anchors(subgraphs: Sequence[Subgraph]) -> list[int]:
+    """The KG entities of the matched subgraphs: the anchors of the scorer's neighbourhood."""
+    return list(dict.fromkeys(e.eid for sg in subgraphs for e in sg.mapping.values()))
+
+
 NO_LLM_HELP = (
     "no LLM is configured to turn the text into a pattern. Either pass the pattern yourself "
     '(pattern={"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]} in Python, --pattern on the command '
@@ -137,6 +150,13 @@ class Answer:
     usage: dict[str, float] = field(default_factory=dict)
     retrieval: RetrievalResult | None = None
     warnings: list[str] = field(default_factory=list)
+    #: who gave ``text``: "llm", "pattern" (the entities bound to the pattern's target, no LLM) or "scorer"
+    #: (no pattern matched and no LLM: extracted from the scored triples, see ``scored_answers``)
+    answer_source: str | None = None
+    #: the triple scorer's retrieval (``config.scorer``): an :class:`~engine.scoring.service.ScoringResult`
+    scored: Any = None
+    #: answers extracted from the scored triples (``answer_source == "scorer"``), best first
+    scored_answers: list[Any] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -164,6 +184,9 @@ class Answer:
             "warnings": list(self.warnings),
             "exact": r.exact if r is not None else None,
             "stats": dict(r.stats) if r is not None else {},
+            "answer_source": self.answer_source,
+            "scored": self.scored.to_dict() if self.scored is not None else None,
+            "scored_answers": [a.to_dict() for a in self.scored_answers],
         }
 
     def to_json(self, **kw: Any) -> str:
@@ -368,6 +391,35 @@ class _Run:
         r.evidence = verbalize_subgraphs(_triples(r.subgraphs))
         r.timings["verbalize"] = _round((time.perf_counter() - t0) * 1000.0)
 
+    # -- the triple scorer (DESIGN §5) ------------------------------------------------------------------------
+
+    def add_scored(self, anchors: list[int] | None) -> bool:
+        """Score the neighbourhood of ``anchors`` (None: entities linked from the question) with the engine's
+        scorer and add the selected triples, with their confidences, to the evidence. True when there are any."""
+        r = self.result
+        assert isinstance(r, Answer)
+        with self.stage("scoring"):
+            sr = self.engine.score(r.query, anchors)
+        r.scored = sr
+        for name, ms in sr.timings.items():
+            r.timings[f"scoring_{name}"] = ms
+        r.warnings.extend(sr.warnings)
+        if sr.triples:
+            scored = SCORED_HEADER + "\n" + sr.evidence()
+            r.evidence = f"{r.evidence}\n{scored}" if r.evidence else scored
+        return bool(sr.triples)
+
+    def scorer_text(self) -> str:
+        """The answer from the scored triples alone (no pattern matched, no LLM)."""
+        from engine.scoring.service import answer_text
+
+        r = self.result
+        assert isinstance(r, Answer)
+        r.answer_source = "scorer"
+        r.scored_answers = list(r.scored.answers) if r.scored is not None else []
+        r.warnings.append("answer extracted from the triple scorer's top triples (no pattern matched and no LLM)")
+        return answer_text(r.scored)
+
     # -- ask ------------------------------------------------------------------------------------------------
 
     def answer_prompt(self) -> str:
@@ -435,22 +487,37 @@ def ask(engine: Engine, query: str, *, pattern: Any = None, k: int | None = None
     try:
         pat = run.given_pattern(pattern)
         text = None
-        if pat is None:
+        scorer = _scorer_configured(engine)
+        # with a scorer and no LLM, a question without a pattern goes to the scorer alone
+        if pat is None and not (scorer and engine.llm is None):
             from engine.prompting import generate_pattern
 
-            with run.stage("llm_pattern", llm=True):  # the client starts at first use
-                llm = run.need_llm()
-                pat, text = generate_pattern(llm, query, engine.fewshot("pattern"))
-        run.set_pattern(pat, text)
-        with run.stage("retrieve"):
-            res = engine.retrieve(pat, k=k, **match)
-        run.set_retrieval(res)
+            try:
+                with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                    llm = run.need_llm()
+                    pat, text = generate_pattern(llm, query, engine.fewshot("pattern"))
+            except PatternError as e:
+                if not scorer:
+                    raise
+                run.result.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
+        res = None
+        if pat is not None:
+            run.set_pattern(pat, text)
+            with run.stage("retrieve"):
+                res = engine.retrieve(pat, k=k, **match)
+            run.set_retrieval(res)
+        matched = res is not None and bool(res.subgraphs)
+        scored = scorer and run.add_scored(_anchors(res.subgraphs) if matched and res is not None else None)
         llm = engine.llm
-        if llm is not None and res.subgraphs:
+        if llm is not None and (matched or scored):
             with run.stage("llm_answer", llm=True):
                 run.result.text = llm.complete(run.answer_prompt())
+            run.result.answer_source = "llm"
+        elif scorer and not matched:
+            run.result.text = run.scorer_text()
         else:
             run.result.text = run.default_text()
+            run.result.answer_source = "pattern"
     except IsoragError as e:
         run.fail(e)
     return run.finish()
@@ -462,22 +529,37 @@ async def aask(engine: Engine, query: str, *, pattern: Any = None, k: int | None
     try:
         pat = run.given_pattern(pattern)
         text = None
-        if pat is None:
+        scorer = _scorer_configured(engine)
+        if pat is None and not (scorer and engine.llm is None):
             from engine.prompting import agenerate_pattern
 
-            with run.stage("llm_pattern", llm=True):  # the client starts at first use
-                llm = run.need_llm()
-                pat, text = await agenerate_pattern(llm, query, engine.fewshot("pattern"))
-        run.set_pattern(pat, text)
-        with run.stage("retrieve"):
-            res = await asyncio.to_thread(engine.retrieve, pat, k, **match)
-        run.set_retrieval(res)
+            try:
+                with run.stage("llm_pattern", llm=True):  # the client starts at first use
+                    llm = run.need_llm()
+                    pat, text = await agenerate_pattern(llm, query, engine.fewshot("pattern"))
+            except PatternError as e:
+                if not scorer:
+                    raise
+                run.result.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
+        res = None
+        if pat is not None:
+            run.set_pattern(pat, text)
+            with run.stage("retrieve"):
+                res = await asyncio.to_thread(engine.retrieve, pat, k, **match)
+            run.set_retrieval(res)
+        matched = res is not None and bool(res.subgraphs)
+        scored = scorer and await asyncio.to_thread(
+            run.add_scored, _anchors(res.subgraphs) if matched and res is not None else None)
         llm = engine.llm
-        if llm is not None and res.subgraphs:
+        if llm is not None and (matched or scored):
             with run.stage("llm_answer", llm=True):
                 run.result.text = await llm.acomplete(run.answer_prompt())
+            run.result.answer_source = "llm"
+        elif scorer and not matched:
+            run.result.text = run.scorer_text()
         else:
             run.result.text = run.default_text()
+            run.result.answer_source = "pattern"
     except IsoragError as e:
         run.fail(e)
     return run.finish()

@@ -168,6 +168,17 @@ def print_answer(ans: Any) -> None:
         print(f"evidence graph [{i}]  GSD {sg.gsd:.4f}")
         print(_table([[t.head.name, t.relation, t.tail.name] for t in sg.triples], ["head", "relation", "tail"]))
         print()
+    sc = getattr(ans, "scored", None)
+    if sc is not None and sc.triples:
+        print(f"scored triples ({sc.model}, {len(sc.triples)} of the {sc.report.edges:,}-triple neighbourhood"
+              f"{', linked: ' + ', '.join(x.name for x in sc.linked) if sc.linked else ''}):")
+        print(_table([[t.head.name, t.relation, t.tail.name, f"{t.score:.4f}"] for t in sc.triples[:10]],
+                     ["head", "relation", "tail", "confidence"]))
+        if len(sc.triples) > 10:
+            print(f"... and {len(sc.triples) - 10} more")
+        print()
+    if getattr(ans, "answer_source", None):
+        print(f"answer source: {ans.answer_source}")
     print("timings (ms): " + "  ".join(f"{k} {v:.1f}" for k, v in ans.timings.items()))
     if ans.usage.get("calls"):
         u = ans.usage
@@ -211,6 +222,40 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(format_summary(summary))
     # malformed rows and failed claims are counted, reported and make the exit status non-zero
     return 1 if summary["malformed"] or summary["failed"] else 0
+
+
+def cmd_train_scorer(args: argparse.Namespace) -> int:
+    """Train a triple scorer (DDE+MLP or QR-GAT) on question-answer files and write its checkpoint."""
+    import torch
+
+    from engine.scoring.train import TrainSettings
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config: dict[str, Any] = {}
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        if not key or not _:
+            raise SystemExit(f"isorag train-scorer: --set takes KEY=VALUE, got {item!r}")
+        try:
+            config[key] = json.loads(value)
+        except json.JSONDecodeError:
+            config[key] = value
+    settings = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_questions=args.batch,
+                             recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
+                             threads=args.threads, device=args.device)
+    with _engine(args) as eng:
+        res = eng.train_scorer(args.qa, model=args.model, out=args.out, dev=args.dev, hops=args.hops,
+                               max_edges=args.max_edges, cache=args.cache, settings=settings, model_config=config,
+                               limit=args.limit, progress=not args.quiet)
+    if args.json:
+        _print_json(res.to_dict())
+    else:
+        print(f"trained {type(res.model).__name__} on {res.questions:,} questions in {res.train_s:.1f} s "
+              f"(data {res.prepare_s:.1f} s); best dev triple recall@{args.recall_k} {res.best_dev_recall:.4f} "
+              f"at epoch {res.best_epoch}")
+        print(f"checkpoint: {res.checkpoint}  (use it with ISORAG_SCORER={res.checkpoint})")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -384,6 +429,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--png", help="write the breakdown chart here")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("train-scorer", help="train a triple scorer (DDE+MLP or QR-GAT) from question-answer pairs")
+    s.add_argument("--qa", nargs="+", required=True,
+                   help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines {question, topics, answers, triples?}")
+    s.add_argument("--model", choices=["dde_mlp", "qrgat"], default="dde_mlp")
+    s.add_argument("--out", required=True, help="checkpoint file to write")
+    s.add_argument("--kg", default=None)
+    s.add_argument("--dev", nargs="+", help="dev questions for early stopping (default: 10%% of --qa)")
+    s.add_argument("--hops", type=int, default=2, help="neighbourhood depth (default 2)")
+    s.add_argument("--max-edges", type=int, default=10_000, help="neighbourhood cap in triples (default 10000)")
+    s.add_argument("--cache", help="prepared-data cache file: reruns and epochs skip Neo4j and Milvus")
+    s.add_argument("--limit", type=int, help="read at most this many questions per file")
+    s.add_argument("--epochs", type=int, default=30)
+    s.add_argument("--patience", type=int, default=5)
+    s.add_argument("--lr", type=float, default=1e-3)
+    s.add_argument("--batch", type=int, default=8, help="questions per optimizer step")
+    s.add_argument("--recall-k", type=int, default=100, help="K of the dev triple recall@K (early stopping)")
+    s.add_argument("--seed", type=int, default=42)
+    s.add_argument("--max-minutes", type=float, help="stop training after this many minutes (best weights kept)")
+    s.add_argument("--threads", type=int, help="torch threads")
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="model hyperparameter, e.g. --set hidden=128 --set heads=4 (repeatable)")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_train_scorer)
 
     s = sub.add_parser("demo", help="load the bundled demo KG and answer a demo question")
     s.add_argument("--kg", default=None)

@@ -4,6 +4,10 @@
 - :class:`QRGAT`: QSRAG's query-relational graph attention scorer (paper 004).
 - :func:`adaptive_top_p` / :func:`top_k`: which scored triples become evidence.
 - :func:`shortest_path_labels`: weak supervision; :func:`triple_recall_at_k`, :func:`answer_recall_at_k`.
+
+With the stores (DESIGN §5): :func:`fetch_neighbourhood` (Cypher, one query per hop, capped with PPR-style
+pruning), :class:`FeatureStore` (Milvus vectors, LRU-cached), :func:`train_scorer` and the checkpoint files
+(:func:`save_checkpoint`, :func:`load_checkpoint`), :class:`ScoringService` (the scorer inside ``Engine.ask``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,12 @@ from engine.scoring.labels import bfs_distances, shortest_path_labels
 from engine.scoring.metrics import answer_recall_at_k, triple_recall_at_k
 from engine.scoring.qrgat import QRGAT, QRGATConv
 from engine.scoring.select import adaptive_top_p, top_k
+from engine.scoring.neighbourhood import Neighbourhood, NeighbourhoodReport, fetch_neighbourhood
+from engine.scoring.features import FeatureStore
+from engine.scoring.checkpoint import ScorerCheckpoint, load_checkpoint, make_model, save_checkpoint
+from engine.scoring.extract import answer_candidates
+from engine.scoring.train import QARecord, TrainSettings, TrainResult, read_qa, train_scorer
+from engine.scoring.service import LinkedEntity, ScoredAnswer, ScoredTriple, ScoringResult, ScoringService
 
 __all__ = [
     "QuestionGraph",
@@ -34,4 +44,23 @@ __all__ = [
     "answer_recall_at_k",
     "resolve_device",
     "WITH_CUDA",
+    "Neighbourhood",
+    "NeighbourhoodReport",
+    "fetch_neighbourhood",
+    "FeatureStore",
+    "ScorerCheckpoint",
+    "load_checkpoint",
+    "save_checkpoint",
+    "make_model",
+    "answer_candidates",
+    "QARecord",
+    "TrainSettings",
+    "TrainResult",
+    "read_qa",
+    "train_scorer",
+    "LinkedEntity",
+    "ScoredAnswer",
+    "ScoredTriple",
+    "ScoringResult",
+    "ScoringService",
 ]

@@ -1,0 +1,155 @@
+"""Scorer checkpoints: one file with the model and what it was trained for (KG, embedding model, relations).
+
+A checkpoint is a ``torch.save`` of plain data (loaded back with ``weights_only=True``)::
+
+    {"format": "isorag-scorer/1", "model_class": "DDEMLP" | "QRGAT", "config": {...constructor args...},
+     "state_dict": {...}, "kg": "metaqa", "embedding_model": "all-MiniLM-L6-v2", "embedding_slug": "...",
+     "emb_dim": 384, "relation_types": [...], "relation_fingerprint": "...", "hops": 3, "max_edges": 10000,
+     "info": {...training figures...}}
+
+Loading checks it against the engine: another KG or another embedding model (its vectors would mean something
+else) is a :class:`~engine._errors.CheckpointError` saying what differs and how to proceed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from engine._errors import CheckpointError
+
+__all__ = ["FORMAT", "MODELS", "ScorerCheckpoint", "make_model", "relation_fingerprint", "save_checkpoint",
+           "load_checkpoint"]
+
+FORMAT = "isorag-scorer/1"
+#: CLI names of the models -> class names
+MODELS = {"dde_mlp": "DDEMLP", "qrgat": "QRGAT"}
+
+
+def relation_fingerprint(relation_types: Sequence[str]) -> str:
+    """A short hash of the sorted relation vocabulary (relationship types)."""
+    text = "\n".join(sorted(set(relation_types)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def make_model(name: str, dim: int, **config: Any) -> Any:
+    """A fresh scorer: ``name`` is ``dde_mlp`` / ``qrgat`` (or the class name ``DDEMLP`` / ``QRGAT``)."""
+    from engine.scoring.dde_mlp import DDEMLP
+    from engine.scoring.qrgat import QRGAT
+
+    classes = {"DDEMLP": DDEMLP, "QRGAT": QRGAT}
+    cls_name = MODELS.get(name.lower(), name) if isinstance(name, str) else name
+    if cls_name not in classes:
+        raise CheckpointError(f"unknown scorer model {name!r}: use one of {', '.join(MODELS)}")
+    config = {k: v for k, v in config.items() if k != "emb_dim"}
+    return classes[cls_name](dim, **config)
+
+
+@dataclass
+class ScorerCheckpoint:
+    """A loaded checkpoint: the model (eval mode) and its provenance."""
+
+    model: Any
+    model_class: str
+    config: dict[str, Any]
+    kg: str
+    embedding_model: str
+    embedding_slug: str
+    emb_dim: int
+    relation_types: list[str]
+    relation_fingerprint: str
+    hops: int
+    max_edges: int
+    info: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+
+def save_checkpoint(path: str | Path, model: Any, *, kg: str, embedding_model: str, embedding_slug: str,
+                    relation_types: Sequence[str], hops: int, max_edges: int,
+                    info: dict[str, Any] | None = None) -> Path:
+    """Write ``model`` and its provenance to ``path`` (atomically: a temporary file, then a rename)."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = model.config
+    payload = {
+        "format": FORMAT,
+        "model_class": type(model).__name__,
+        "config": config,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "kg": kg,
+        "embedding_model": embedding_model,
+        "embedding_slug": embedding_slug,
+        "emb_dim": int(config["emb_dim"]),
+        "relation_types": sorted(set(relation_types)),
+        "relation_fingerprint": relation_fingerprint(relation_types),
+        "hops": int(hops),
+        "max_edges": int(max_edges),
+        "info": {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **(info or {})},
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None,
+                    emb_dim: int | None = None, relation_types: Sequence[str] | None = None,
+                    allow_other_kg: bool = False, device: Any = "cpu") -> ScorerCheckpoint:
+    """Read a checkpoint and check it fits: ``kg`` (the engine's KG name), ``embedding_slug`` / ``emb_dim``
+    (the engine's embedder) and ``relation_types`` (the KG's relation vocabulary). A check whose argument is
+    None is skipped. ``allow_other_kg=True`` accepts a checkpoint trained on another KG (transfer; the
+    embedding model must still be the same).
+    """
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no scorer checkpoint at {path}: train one with `isorag train-scorer --qa FILE "
+                              f"--out {path}`")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is the same error for the caller
+        raise CheckpointError(f"{path} is not a readable scorer checkpoint: {type(e).__name__}: {e}") from e
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path} is not an isorag scorer checkpoint (format {got!r}, expected {FORMAT!r})")
+    if embedding_slug is not None and payload["embedding_slug"] != embedding_slug:
+        raise CheckpointError(
+            f"scorer checkpoint {path} was trained with embedding model {payload['embedding_model']!r} "
+            f"(vectors {payload['embedding_slug']!r}), but this engine embeds with {embedding_slug!r}: its features "
+            f"would mean something else. Use ISORAG_EMBEDDING_MODEL={payload['embedding_model']} or retrain "
+            "with `isorag train-scorer`")
+    if emb_dim is not None and int(payload["emb_dim"]) != int(emb_dim):
+        raise CheckpointError(f"scorer checkpoint {path} expects {payload['emb_dim']}-d embeddings, "
+                              f"this engine's are {emb_dim}-d")
+    if kg is not None and payload["kg"] != kg and not allow_other_kg:
+        raise CheckpointError(
+            f"scorer checkpoint {path} was trained on KG {payload['kg']!r}, not on {kg!r}: retrain it on this KG "
+            "with `isorag train-scorer --kg ...`, or load it with allow_other_kg=True to transfer it on purpose")
+    if relation_types is not None and not allow_other_kg:
+        fp = relation_fingerprint(relation_types)
+        if fp != payload["relation_fingerprint"]:
+            ours, theirs = set(relation_types), set(payload["relation_types"])
+            raise CheckpointError(
+                f"scorer checkpoint {path} was trained on KG {payload['kg']!r} with another relation vocabulary "
+                f"(fingerprint {payload['relation_fingerprint']} vs {fp}: {len(theirs - ours)} relation(s) gone, "
+                f"{len(ours - theirs)} new): the KG was reloaded with other data; retrain the scorer, or pass "
+                "allow_other_kg=True")
+    try:
+        model = make_model(payload["model_class"], int(payload["emb_dim"]), **payload["config"])
+        model.load_state_dict(payload["state_dict"])
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(f"scorer checkpoint {path} does not rebuild its {payload['model_class']}: {e}") from e
+    model.eval()
+    model.to(device)
+    return ScorerCheckpoint(model, payload["model_class"], dict(payload["config"]), payload["kg"],
+                            payload["embedding_model"], payload["embedding_slug"], int(payload["emb_dim"]),
+                            list(payload["relation_types"]), payload["relation_fingerprint"], int(payload["hops"]),
+                            int(payload["max_edges"]), dict(payload.get("info") or {}), str(path))

@@ -1,0 +1,247 @@
+"""The trained scorer inside the engine: neighbourhood -> scores -> evidence (and, alone, an answer).
+
+:class:`ScoringService` belongs to an :class:`~engine.Engine` with a scorer checkpoint. Given anchors (the
+entities of the matched subgraphs) or, when there are none, the entities linked from the question
+(:meth:`ScoringService.link`: n-gram vector search over entity names), it fetches their neighbourhood from
+Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
+clamped to ``[k_min, k_max]`` and returns a :class:`ScoringResult`: the triples with their confidences, the
+answer candidates extracted from them (:mod:`engine.scoring.extract`), the neighbourhood report and timings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.scoring.neighbourhood import NeighbourhoodReport, fetch_neighbourhood
+
+__all__ = ["LinkedEntity", "ScoredTriple", "ScoredAnswer", "ScoringResult", "ScoringService", "question_ngrams"]
+
+_WORD = re.compile(r"[\w][\w'’.&:-]*")
+_BRACKET = re.compile(r"\[([^\[\]]+)\]")
+#: n-grams made only of these are not entity mentions
+STOPWORDS = frozenset("""
+a an the of in on at to for from by with and or as is are was were be been being do does did which who whom whose
+what when where why how that this these those it its their his her him he she they them me my your our i you we
+movie movies film films also share shared same other than about into over under after before one ones there
+""".split())
+
+
+@dataclass(frozen=True)
+class LinkedEntity:
+    """An anchor found by entity linking: the question's n-gram, the entity and their embedding distance."""
+
+    mention: str
+    eid: int
+    name: str
+    distance: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mention": self.mention, "eid": self.eid, "name": self.name, "distance": round(self.distance, 4)}
+
+
+@dataclass(frozen=True)
+class ScoredTriple:
+    head: Any  # engine.retrieval.Entity
+    relation: str
+    tail: Any
+    score: float
+
+    def as_tuple(self) -> tuple[str, str, str]:
+        return (self.head.name, self.relation, self.tail.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"head": self.head.name, "relation": self.relation, "tail": self.tail.name,
+                "head_eid": self.head.eid, "tail_eid": self.tail.eid, "score": self.score}
+
+
+@dataclass(frozen=True)
+class ScoredAnswer:
+    """An answer extracted from the scored triples (no LLM): where confident paths from the anchors end."""
+
+    entity: Any
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entity.to_dict(), "score": self.score}
+
+
+@dataclass
+class ScoringResult:
+    """What the scorer retrieved for one question."""
+
+    triples: list[ScoredTriple]
+    anchors: list[Any]
+    answers: list[ScoredAnswer]
+    report: NeighbourhoodReport
+    model: str
+    linked: list[LinkedEntity] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def evidence(self, precision: int | None = 4) -> str:
+        """QSRAG's lines ``("h", "r", "t") [confidence: s]``, best first."""
+        from engine.verbalize import verbalize_scored
+
+        return verbalize_scored([(*t.as_tuple(), t.score) for t in self.triples], precision=precision)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "anchors": [a.to_dict() for a in self.anchors],
+                "linked": [x.to_dict() for x in self.linked], "triples": [t.to_dict() for t in self.triples],
+                "answers": [a.to_dict() for a in self.answers], "neighbourhood": self.report.to_dict(),
+                "timings": dict(self.timings), "warnings": list(self.warnings)}
+
+
+def question_ngrams(question: str, max_n: int = 5) -> list[str]:
+    """The question's word n-grams (1..max_n) that are not made only of stopwords, longest first."""
+    words = _WORD.findall(question)
+    out: dict[str, None] = {}
+    for n in range(min(max_n, len(words)), 0, -1):
+        for i in range(len(words) - n + 1):
+            gram = words[i:i + n]
+            if all(w.lower() in STOPWORDS for w in gram):
+                continue
+            if gram[0].lower() in STOPWORDS or gram[-1].lower() in STOPWORDS:
+                continue  # "the Heat", "Heat in": the inner n-gram is also tried
+            text = " ".join(gram)
+            if len(text) >= 2:
+                out[text] = None
+    return list(out)
+
+
+class ScoringService:
+    """A loaded scorer checkpoint working on one engine's stores."""
+
+    def __init__(self, engine: Any, checkpoint: Any) -> None:
+        self.engine = engine
+        self.checkpoint = checkpoint
+        self.model = checkpoint.model
+        self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> Any:
+        return self.engine.config.scoring
+
+    # -- entity linking ------------------------------------------------------------------------------------
+    def link(self, question: str) -> list[LinkedEntity]:
+        """Anchors for a question without a matched pattern: bracketed mentions (``[Heat]``) when they link,
+        else the question's word n-grams; one embedding call, one vector search; hits within
+        ``link_threshold`` kept, longer and closer mentions first, spans not overlapping, at most
+        ``max_anchors``."""
+        s = self.settings
+        brackets = [b.strip() for b in _BRACKET.findall(question) if b.strip()]
+        for mentions in ([brackets] if brackets else []) + [question_ngrams(question, s.link_max_ngram)]:
+            found = self._link_mentions(mentions, s.link_threshold, s.max_anchors)
+            if found:
+                return found
+        return []
+
+    def _link_mentions(self, mentions: list[str], threshold: float, max_anchors: int) -> list[LinkedEntity]:
+        if not mentions:
+            return []
+        vecs = self.engine.embedder.encode(mentions)
+        hits = self.engine.vectors.search("entities", vecs, 4)
+        ranked = []
+        for order, (m, row) in enumerate(zip(mentions, hits)):
+            if not row:
+                continue
+            best = row[0][1]
+            for eid, d in row:
+                if d <= threshold and d <= best + 1e-6:  # ties at the best distance: all of them
+                    ranked.append((d, -len(m.split()), order, m, int(eid)))
+        ranked.sort()
+        chosen: list[tuple[str, int, float]] = []
+        used_words: list[set[str]] = []
+        for d, _, _, m, eid in ranked:
+            words = set(m.lower().split())
+            if any(eid == c[1] for c in chosen):
+                continue
+            if any(words & u for u, c in zip(used_words, chosen) if c[0] != m):
+                continue  # overlaps a mention already linked
+            chosen.append((m, eid, d))
+            used_words.append(words)
+            if len(chosen) >= max_anchors:
+                break
+        names = self.engine.graph.entities([c[1] for c in chosen]) if chosen else {}
+        return [LinkedEntity(m, eid, (names.get(eid) or {}).get("name") or str(eid), float(d)) for m, eid, d in chosen]
+
+    # -- scoring -------------------------------------------------------------------------------------------
+    def score(self, question: str, anchors: Sequence[int] | None = None, *, q_emb: np.ndarray | None = None,
+              hops: int | None = None, max_edges: int | None = None) -> ScoringResult:
+        """Score the neighbourhood of ``anchors`` (eids; None: linked from ``question``) for ``question``."""
+        import torch
+
+        from engine.retrieval import Entity
+        from engine.scoring.extract import answer_candidates
+        from engine.scoring.select import adaptive_top_p
+
+        s = self.settings
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        linked: list[LinkedEntity] = []
+        t0 = time.perf_counter()
+        if anchors is None:
+            linked = self.link(question)
+            anchors = [x.eid for x in linked]
+            timings["link"] = _ms(t0)
+            if not anchors:
+                warnings.append("entity linking found no entity of the KG in the question: nothing to score")
+        hops = hops if hops is not None else (s.hops if s.hops is not None else self.checkpoint.hops)
+        max_edges = max_edges if max_edges is not None else (s.max_edges or self.checkpoint.max_edges)
+        t1 = time.perf_counter()
+        nb = fetch_neighbourhood(self.engine.graph, list(anchors), hops, max_edges)
+        timings["fetch"] = _ms(t1)
+        if nb.report.warning():
+            warnings.append(nb.report.warning())  # type: ignore[arg-type]
+        model_name = type(self.model).__name__
+        if nb.num_edges == 0:
+            return ScoringResult([], [], [], nb.report, model_name, linked, timings, warnings)
+        t2 = time.perf_counter()
+        if q_emb is None:
+            q_emb = self.engine.embedder.encode([question])[0]
+        graph = self.engine.scorer_features.question_graph(nb, q_emb)
+        timings["features"] = _ms(t2)
+        t3 = time.perf_counter()
+        with self._lock, torch.inference_mode():
+            logits = self.model(graph).float().cpu()
+        sel = adaptive_top_p(logits, p=s.p, tau=s.tau, k_min=s.k_min, k_max=s.k_max).numpy()
+        conf = torch.sigmoid(logits).numpy()
+        timings["score"] = _ms(t3)
+        t4 = time.perf_counter()
+        cands = answer_candidates(nb.heads, nb.tails, conf, sel, nb.anchors)[: s.max_answers]
+        need = set(nb.nodes[nb.heads[sel]].tolist()) | set(nb.nodes[nb.tails[sel]].tolist())
+        need |= {int(nb.nodes[v]) for v, _ in cands} | {int(e) for e in nb.nodes[nb.anchors].tolist()}
+        rows = self.engine.graph.entities(sorted(need))
+
+        def ent(eid: int) -> Any:
+            r = rows.get(eid) or {}
+            return Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
+
+        names = {ri.type: ri.name for ri in self.engine.graph.relation_catalog().values()}
+        triples = [ScoredTriple(ent(int(nb.nodes[nb.heads[i]])), names.get(nb.relation_types[int(nb.rels[i])],
+                                                                            nb.relation_types[int(nb.rels[i])]),
+                                ent(int(nb.nodes[nb.tails[i]])), float(conf[i])) for i in sel.tolist()]
+        answers = [ScoredAnswer(ent(int(nb.nodes[v])), float(sc)) for v, sc in cands
+                   if not nb.nameless[v]]
+        timings["names"] = _ms(t4)
+        anchors_out = [ent(int(e)) for e in nb.nodes[nb.anchors].tolist()]
+        return ScoringResult(triples, anchors_out, answers, nb.report, model_name, linked, timings, warnings)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+def answer_text(result: ScoringResult, ratio: float = 0.5) -> str:
+    """The no-LLM answer text: the extracted answers scoring at least ``ratio`` of the best one."""
+    if not result.answers:
+        return "The scorer found no answer in the neighbourhood of the question's entities."
+    best = result.answers[0].score
+    names = [a.entity.name for a in result.answers if best > 0 and a.score >= ratio * best and not math.isnan(a.score)]
+    return ", ".join(names or [result.answers[0].entity.name])

@@ -1,0 +1,702 @@
+"""Training the triple scorers from question-answer pairs (SubgraphRAG / QSRAG recipes, DIGEST §1.1, §6.3, §6.4).
+
+Data: MetaQA lines (``question with [topic]<TAB>answer1|answer2``) or JSON Lines
+``{"question", "topics": [...], "answers": [...], "triples": [[h, r, t], ...]?}`` (topics and answers are
+entity keys or names; ``triples``, when given, are the ground-truth evidence and replace the weak labels).
+
+Steps:
+
+1. **prepare**: resolve topics and answers to entities (one batched query by key, one by name for the rest),
+   fetch the neighbourhood of each distinct topic set once (:func:`~engine.scoring.neighbourhood.fetch_neighbourhood`),
+   label its triples (shortest paths topic -> answer, :func:`~engine.scoring.labels.shortest_path_labels`, or the
+   ground-truth triples), embed the questions, read every entity vector once from Milvus. All of it can be kept
+   in a cache file (``torch.save`` of tensors), so epochs and reruns never query Neo4j or Milvus again.
+2. **train**: BCE with logits over every candidate triple (the mean per question, averaged over a batch of
+   questions), Adam, seeds fixed; after each epoch the dev split's triple recall@K (K = 100) decides early
+   stopping (patience), and the best weights are kept. Questions without a labelled triple are skipped, as
+   SubgraphRAG does.
+3. **save**: :func:`~engine.scoring.checkpoint.save_checkpoint` (model class, hyperparameters, weights, embedding
+   model, KG and its relation vocabulary fingerprint).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import random
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from engine._errors import InputError, MalformedInputError
+from engine.scoring.neighbourhood import DEFAULT_HOPS, DEFAULT_MAX_EDGES, Neighbourhood, fetch_neighbourhood
+
+__all__ = [
+    "QARecord",
+    "PreparedSet",
+    "TrainSettings",
+    "TrainResult",
+    "read_qa",
+    "resolve_entities",
+    "prepare",
+    "train_model",
+    "evaluate",
+    "train_scorer",
+]
+
+_TOPIC = re.compile(r"\[([^\[\]]+)\]")
+CACHE_FORMAT = "isorag-scorer-cache/1"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class QARecord:
+    """One training question. ``hops`` overrides the neighbourhood depth for it (None: the run's)."""
+
+    question: str
+    topics: list[str]
+    answers: list[str]
+    triples: list[tuple[str, str, str]] | None = None
+    hops: int | None = None
+    source: str = ""
+
+
+def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None,
+            limit: int | None = None) -> list[QARecord]:
+    """Questions from a MetaQA file (``fmt="metaqa"``) or JSON Lines (``"jsonl"``; default: by suffix)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no question file at {path}")
+    fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
+    out: list[QARecord] = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if limit is not None and len(out) >= limit:
+                break
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            src = f"{path.name}:{lineno}"
+            if fmt == "jsonl":
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
+                if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
+                    raise MalformedInputError(path, lineno, 'needs a "question" string')
+                topics, answers = obj.get("topics"), obj.get("answers")
+                if not isinstance(topics, list) or not topics or not all(isinstance(t, str) for t in topics):
+                    raise MalformedInputError(path, lineno, '"topics" must be a non-empty list of strings')
+                if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+                    raise MalformedInputError(path, lineno, '"answers" must be a list of strings')
+                triples = obj.get("triples")
+                if triples is not None:
+                    if not isinstance(triples, list) or not all(
+                            isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in triples):
+                        raise MalformedInputError(path, lineno, '"triples" must be a list of [head, relation, tail]')
+                    triples = [tuple(t) for t in triples]
+                out.append(QARecord(obj["question"], topics, answers, triples, obj.get("hops", hops), src))
+            else:
+                if "\t" not in line:
+                    raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
+                q, a = line.split("\t", 1)
+                topics = _TOPIC.findall(q)
+                if not topics:
+                    raise MalformedInputError(path, lineno, "no [topic entity] in the question")
+                answers = [x for x in a.split("|") if x]
+                out.append(QARecord(q, topics, answers, None, hops, src))
+    return out
+
+
+def resolve_entities(graph: Any, texts: Iterable[str]) -> dict[str, list[int]]:
+    """Entity ids of each text: by source key (one query), else by display name (one query for the rest)."""
+    texts = list(dict.fromkeys(t for t in texts if t))
+    out: dict[str, list[int]] = {}
+    batch = 20_000
+    for i in range(0, len(texts), batch):
+        for r in graph.read_named("entities_by_key", keys=texts[i:i + batch], kg=graph.kg):
+            out.setdefault(r["key"], []).append(int(r["eid"]))
+    rest = [t for t in texts if t not in out]
+    for i in range(0, len(rest), batch):
+        for r in graph.read_named("entities_by_name", names=rest[i:i + batch], kg=graph.kg):
+            out.setdefault(r["name"], []).append(int(r["eid"]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# prepared data (what the cache file holds)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedSet:
+    """Questions ready to train or evaluate on: neighbourhoods, labels, features.
+
+    ``examples[i]``: ``{"q": row of q_emb, "nb": neighbourhood key, "topic": local idx, "answers": local idx of
+    the answers in the neighbourhood, "n_answers": answers resolved in the KG, "n_gold": answers given,
+    "pos": labelled triple idx, "source": "file:line", "hops": depth}``.
+    """
+
+    neighbourhoods: dict[str, Neighbourhood]
+    examples: list[dict[str, Any]]
+    questions: list[str]
+    q_emb: np.ndarray
+    node_eids: np.ndarray
+    node_vecs: np.ndarray
+    node_has_vec: np.ndarray
+    relation_types: tuple[str, ...]
+    rel_mat: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+    _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def rows(self, key: str) -> np.ndarray:
+        """Rows of ``node_vecs`` for the nodes of neighbourhood ``key``."""
+        r = self._rows.get(key)
+        if r is None:
+            r = np.searchsorted(self.node_eids, self.neighbourhoods[key].nodes)
+            self._rows[key] = r
+        return r
+
+    def graph(self, ex: dict[str, Any], with_labels: bool = True) -> Any:
+        """The :class:`~engine.scoring.graph.QuestionGraph` of example ``ex``."""
+        import torch
+
+        from engine.scoring.graph import QuestionGraph
+
+        nb = self.neighbourhoods[ex["nb"]]
+        rows = self.rows(ex["nb"])
+        labels = None
+        if with_labels:
+            labels = torch.zeros(nb.num_edges)
+            labels[torch.as_tensor(ex["pos"], dtype=torch.long)] = 1.0
+        return QuestionGraph(
+            num_nodes=nb.num_nodes,
+            edge_index=torch.from_numpy(np.stack([nb.heads, nb.tails]).reshape(2, -1)),
+            edge_rel=torch.from_numpy(nb.rels),
+            node_emb=torch.from_numpy(self.node_vecs[rows]),
+            has_text=torch.from_numpy(self.node_has_vec[rows] & ~nb.nameless),
+            rel_emb=torch.from_numpy(self.rel_mat),
+            q_emb=torch.from_numpy(self.q_emb[ex["q"]]),
+            topic=torch.as_tensor(ex["topic"], dtype=torch.long),
+            labels=labels,
+        )
+
+    def subset(self, idx: Sequence[int]) -> PreparedSet:
+        return PreparedSet(self.neighbourhoods, [self.examples[i] for i in idx], self.questions, self.q_emb,
+                           self.node_eids, self.node_vecs, self.node_has_vec, self.relation_types, self.rel_mat,
+                           dict(self.meta), self._rows)
+
+    # -- cache file ----------------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        import torch
+
+        def t(a: np.ndarray) -> Any:
+            return torch.from_numpy(np.ascontiguousarray(a))
+
+        nbs = {}
+        for k, nb in self.neighbourhoods.items():
+            arr = nb.to_arrays()
+            nbs[k] = {name: (t(v) if isinstance(v, np.ndarray) else v) for name, v in arr.items()}
+            nbs[k]["report"] = json.dumps(arr["report"])
+        examples = [{**ex, "topic": t(np.asarray(ex["topic"], np.int64)), "answers": t(np.asarray(ex["answers"], np.int64)),
+                     "pos": t(np.asarray(ex["pos"], np.int64))} for ex in self.examples]
+        payload = {"format": CACHE_FORMAT, "meta": json.dumps(self.meta), "neighbourhoods": nbs, "examples": examples,
+                   "questions": list(self.questions), "q_emb": t(self.q_emb), "node_eids": t(self.node_eids),
+                   "node_vecs": t(self.node_vecs), "node_has_vec": t(self.node_has_vec),
+                   "relation_types": list(self.relation_types), "rel_mat": t(self.rel_mat)}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(payload, tmp)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> PreparedSet:
+        import torch
+
+        payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+        if not isinstance(payload, dict) or payload.get("format") != CACHE_FORMAT:
+            raise InputError(f"{path} is not a scorer training cache ({CACHE_FORMAT})")
+
+        def n(x: Any) -> np.ndarray:
+            return x.numpy()
+
+        nbs = {}
+        for k, d in payload["neighbourhoods"].items():
+            d = {name: (n(v) if isinstance(v, torch.Tensor) else v) for name, v in d.items()}
+            d["report"] = json.loads(d["report"])
+            nbs[k] = Neighbourhood.from_arrays(d)
+        examples = [{**ex, "topic": n(ex["topic"]), "answers": n(ex["answers"]), "pos": n(ex["pos"])}
+                    for ex in payload["examples"]]
+        return cls(nbs, examples, list(payload["questions"]), n(payload["q_emb"]), n(payload["node_eids"]),
+                   n(payload["node_vecs"]), n(payload["node_has_vec"]), tuple(payload["relation_types"]),
+                   n(payload["rel_mat"]), json.loads(payload["meta"]))
+
+
+def _nb_key(topics: Sequence[int], hops: int) -> str:
+    return f"{hops}:" + ",".join(str(t) for t in sorted(set(topics)))
+
+
+def _records_digest(records: Sequence[QARecord]) -> str:
+    h = hashlib.sha256()
+    for r in records:
+        h.update(json.dumps([r.question, r.topics, r.answers, r.triples, r.hops]).encode("utf-8"))
+    return h.hexdigest()[:16]
+
+
+def prepare(
+    engine: Any,
+    records: Sequence[QARecord],
+    *,
+    hops: int = DEFAULT_HOPS,
+    max_edges: int = DEFAULT_MAX_EDGES,
+    cache: str | Path | None = None,
+    progress: bool = True,
+    label_mode: str = "pair",
+    echo: Callable[[str], None] | None = None,
+) -> PreparedSet:
+    """Neighbourhoods, labels and features of ``records`` on ``engine``'s KG (see the module docstring).
+
+    With ``cache``: a cache file made for the same KG, relation vocabulary, embedding model, depth, cap and
+    questions is read instead; otherwise the set is built and written there.
+    """
+    import torch
+    from tqdm import tqdm
+
+    from engine.scoring.checkpoint import relation_fingerprint
+    from engine.scoring.labels import shortest_path_labels
+
+    say = echo or (lambda m: print(m, file=sys.stderr))
+    graph = engine.graph
+    types = tuple(sorted({ri.type for ri in graph.relation_catalog().values()}))
+    meta = {"kg": engine.kg, "relations": relation_fingerprint(types), "embedding": engine.embedder.slug,
+            "hops": hops, "max_edges": max_edges, "records": _records_digest(records), "label_mode": label_mode}
+    if cache is not None and Path(cache).is_file():
+        try:
+            got = PreparedSet.load(cache)
+        except Exception as e:  # noqa: BLE001 - an unreadable cache is rebuilt
+            say(f"scorer cache {cache} unreadable ({type(e).__name__}: {e}); rebuilding it")
+        else:
+            if got.meta.get("build") == meta:
+                say(f"scorer training data from cache {cache} ({len(got.examples):,} questions)")
+                return got
+            say(f"scorer cache {cache} was made for other data or settings; rebuilding it")
+
+    t0 = time.perf_counter()
+    # 1. entities of topics, answers and ground-truth triples
+    texts = {t for r in records for t in r.topics} | {a for r in records for a in r.answers}
+    texts |= {x for r in records if r.triples for (h, _, t) in r.triples for x in (h, t)}
+    resolved = resolve_entities(graph, texts)
+    names_to_type = {ri.name: ri.type for ri in graph.relation_catalog().values()}
+
+    # 2. one neighbourhood per distinct (topic set, depth)
+    keyed: list[tuple[QARecord, list[int], int, str]] = []
+    for r in records:
+        topics = [e for t in r.topics for e in resolved.get(t, [])]
+        depth = r.hops if r.hops is not None else hops
+        keyed.append((r, topics, depth, _nb_key(topics, depth)))
+    wanted = {k: (topics, depth) for _, topics, depth, k in keyed if topics}
+    nbs: dict[str, Neighbourhood] = {}
+    for k, (topics, depth) in tqdm(wanted.items(), desc="neighbourhoods", unit="nb", disable=not progress,
+                                   file=sys.stderr, dynamic_ncols=True):
+        nbs[k] = fetch_neighbourhood(graph, topics, depth, max_edges)
+    t_fetch = time.perf_counter() - t0
+
+    # 3. labels
+    examples: list[dict[str, Any]] = []
+    questions: list[str] = []
+    skipped = {"no_topic": 0, "empty": 0}
+    for r, topics, depth, k in keyed:
+        nb = nbs.get(k)
+        if nb is None:
+            skipped["no_topic"] += 1
+            continue
+        if nb.num_edges == 0:
+            skipped["empty"] += 1
+            continue
+        gold = [e for a in r.answers for e in resolved.get(a, [])[:1]]
+        answers = nb.local(gold)
+        topic = nb.anchors
+        if r.triples:
+            index = {int(e): i for i, e in enumerate(nb.nodes.tolist())}
+            want = set()
+            for h, rel, t in r.triples:
+                rtype = names_to_type.get(rel, rel)
+                for he in resolved.get(h, []):
+                    for te in resolved.get(t, []):
+                        if he in index and te in index and rtype in nb.relation_types:
+                            want.add((index[he], nb.relation_types.index(rtype), index[te]))
+            pos = np.asarray([i for i in range(nb.num_edges)
+                              if (int(nb.heads[i]), int(nb.rels[i]), int(nb.tails[i])) in want], dtype=np.int64)
+        else:
+            lab = shortest_path_labels(nb.num_nodes, torch.from_numpy(np.stack([nb.heads, nb.tails])),
+                                       torch.from_numpy(topic), torch.from_numpy(answers), mode=label_mode)
+            pos = torch.nonzero(lab).flatten().numpy()
+        examples.append({"q": len(questions), "nb": k, "topic": topic, "answers": answers,
+                         "n_answers": len(gold), "n_gold": len(r.answers), "pos": pos, "source": r.source,
+                         "hops": depth})
+        questions.append(r.question)
+
+    # 4. features: question embeddings, every entity vector once, the relation table
+    t1 = time.perf_counter()
+    q_emb = np.asarray(engine.embedder.encode(questions), dtype=np.float32) if questions else \
+        np.zeros((0, engine.embedder.dim), np.float32)
+    used = {k for k in (ex["nb"] for ex in examples)}
+    nbs = {k: v for k, v in nbs.items() if k in used}
+    node_eids = np.unique(np.concatenate([nb.nodes for nb in nbs.values()])) if nbs else np.zeros(0, np.int64)
+    store = engine.scorer_features
+    node_vecs = np.zeros((node_eids.shape[0], engine.embedder.dim), np.float32)
+    node_has = np.zeros(node_eids.shape[0], bool)
+    step = 50_000
+    for i in tqdm(range(0, node_eids.shape[0], step), desc="entity vectors", unit="batch", disable=not progress,
+                  file=sys.stderr, dynamic_ncols=True):
+        got = store.vectors.get_vectors("entities", node_eids[i:i + step].tolist())
+        for j, e in enumerate(node_eids[i:i + step].tolist()):
+            v = got.get(e)
+            if v is not None:
+                node_vecs[i + j] = v
+                node_has[i + j] = True
+    rtypes, rel_mat, _ = store.relation_table()
+    for nb in nbs.values():
+        if tuple(nb.relation_types) != tuple(rtypes):
+            raise InputError("the KG's relation catalog changed while preparing: run again")
+    out = PreparedSet(nbs, examples, questions, q_emb, node_eids, node_vecs, node_has, tuple(rtypes),
+                      np.asarray(rel_mat, np.float32))
+    out.meta = {"build": meta, "fetch_s": round(t_fetch, 2), "features_s": round(time.perf_counter() - t1, 2),
+                "skipped": skipped, "neighbourhoods": len(nbs)}
+    if cache is not None:
+        out.save(cache)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# training and evaluation
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainSettings:
+    """How a scorer is trained. Defaults from SubgraphRAG's code (Adam 1e-3, patience 10 on recall@100),
+    with batches of questions for CPU throughput and a wall-clock budget."""
+
+    epochs: int = 30
+    patience: int = 5
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    batch_questions: int = 8
+    recall_k: int = 100
+    seed: int = 42
+    max_minutes: float | None = None
+    dev_fraction: float = 0.1
+    dev_max: int = 1000
+    threads: int | None = None
+    device: str = "auto"
+
+
+@dataclass
+class TrainResult:
+    model: Any
+    checkpoint: str | None
+    history: list[dict[str, Any]]
+    best_epoch: int
+    best_dev_recall: float
+    train_s: float
+    prepare_s: float
+    questions: int
+    dev_questions: int
+    skipped: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "history": self.history, "best_epoch": self.best_epoch,
+                "best_dev_recall": self.best_dev_recall, "train_s": round(self.train_s, 2),
+                "prepare_s": round(self.prepare_s, 2), "questions": self.questions,
+                "dev_questions": self.dev_questions, "skipped": self.skipped,
+                "model_class": type(self.model).__name__, "config": self.model.config}
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _loss(model: Any, batch: Any) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    logits = model(batch)
+    per = F.binary_cross_entropy_with_logits(logits, batch.labels, reduction="none")
+    # mean per question, then over the batch: a large neighbourhood does not outweigh a small one
+    sums = torch.zeros(batch.num_graphs, device=per.device).index_add_(0, batch.triple_batch, per)
+    counts = torch.diff(batch.edge_ptr).clamp(min=1).to(per.dtype)
+    return (sums / counts).mean()
+
+
+def score_examples(model: Any, data: PreparedSet, examples: Sequence[dict[str, Any]] | None = None,
+                   device: Any = "cpu", select: bool = False) -> list[tuple[np.ndarray, float, float]]:
+    """``[(logits [E], wall ms, cpu ms)]`` per example, one question per forward pass (as at query time), in
+    eval mode. The time covers the scoring step given the fetched neighbourhood and cached features: building
+    the graph's tensors, the forward pass, the sigmoid and (``select=True``) the adaptive top-p selection."""
+    import torch
+
+    from engine.scoring.select import adaptive_top_p
+
+    model.eval()
+    out = []
+    with torch.inference_mode():
+        for ex in (data.examples if examples is None else examples):
+            t0, c0 = time.perf_counter(), time.process_time()
+            g = data.graph(ex, with_labels=False).to(device)
+            logits = model(g)
+            if select:
+                torch.sigmoid(logits)
+                adaptive_top_p(logits)
+            if logits.is_cuda:
+                torch.cuda.synchronize()
+            ms = (time.perf_counter() - t0) * 1000.0
+            cpu = (time.process_time() - c0) * 1000.0
+            out.append((logits.float().cpu().numpy(), ms, cpu))
+    return out
+
+
+def dev_recall(model: Any, data: PreparedSet, k: int, device: Any = "cpu") -> float:
+    from engine.scoring.metrics import triple_recall_at_k
+
+    import torch
+
+    vals = []
+    for ex, (logits, _, _) in zip(data.examples, score_examples(model, data, device=device)):
+        if len(ex["pos"]):
+            labels = torch.zeros(logits.shape[0])
+            labels[torch.as_tensor(ex["pos"], dtype=torch.long)] = 1.0
+            vals.append(triple_recall_at_k(torch.from_numpy(logits), labels, k))
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def train_model(
+    model: Any,
+    train: PreparedSet,
+    dev: PreparedSet | None,
+    settings: TrainSettings | None = None,
+    *,
+    progress: bool = True,
+    echo: Callable[[str], None] | None = None,
+) -> tuple[Any, list[dict[str, Any]], int, float]:
+    """Train ``model`` in place on ``train``; early stopping on ``dev``'s triple recall@K. Returns
+    ``(model with the best weights, history, best epoch, best dev recall)``."""
+    import torch
+    from tqdm import tqdm
+
+    from engine.scoring.device import resolve_device
+    from engine.scoring.graph import batch_graphs
+
+    s = settings or TrainSettings()
+    say = echo or (lambda m: print(m, file=sys.stderr))
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    seed_everything(s.seed)
+    device = resolve_device(s.device)
+    model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    usable = [i for i, ex in enumerate(train.examples) if len(ex["pos"])]
+    if not usable:
+        raise InputError("no training question has a labelled triple (no path topic -> answer in its neighbourhood)")
+    order_rng = random.Random(s.seed)
+    history: list[dict[str, Any]] = []
+    best_state, best_recall, best_epoch, bad = None, -1.0, 0, 0
+    deadline = time.monotonic() + s.max_minutes * 60.0 if s.max_minutes else None
+    t_start = time.perf_counter()
+    for epoch in range(1, s.epochs + 1):
+        model.train()
+        order = usable[:]
+        order_rng.shuffle(order)
+        losses = []
+        bar = tqdm(range(0, len(order), s.batch_questions), desc=f"epoch {epoch}", unit="batch",
+                   disable=not progress, file=sys.stderr, dynamic_ncols=True, leave=False)
+        out_of_time = False
+        for b0 in bar:
+            batch = batch_graphs([train.graph(train.examples[i]) for i in order[b0:b0 + s.batch_questions]],
+                                 device=device)
+            loss = _loss(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+            if len(losses) % 20 == 0:
+                bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+            if deadline is not None and time.monotonic() > deadline:
+                out_of_time = True
+                break
+        bar.close()
+        recall = dev_recall(model, dev, s.recall_k, device) if dev is not None and dev.examples else math.nan
+        entry = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else math.nan,
+                 f"dev_triple_recall@{s.recall_k}": recall, "elapsed_s": round(time.perf_counter() - t_start, 1)}
+        history.append(entry)
+        say(f"epoch {epoch}: loss {entry['loss']:.4f}  dev triple recall@{s.recall_k} {recall:.4f}"
+            f"  ({entry['elapsed_s']:.0f} s)")
+        score = recall if not math.isnan(recall) else -entry["loss"]
+        if score > best_recall:
+            best_state, best_recall, best_epoch, bad = copy.deepcopy(model.state_dict()), score, epoch, 0
+        else:
+            bad += 1
+            if bad >= s.patience:
+                say(f"early stop: no better dev recall for {s.patience} epochs (best {best_recall:.4f} at epoch "
+                    f"{best_epoch})")
+                break
+        if out_of_time:
+            say(f"stopped: the {s.max_minutes:g}-minute budget is spent")
+            break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return model, history, best_epoch, best_recall
+
+
+def split_dev(n: int, fraction: float, max_dev: int, seed: int) -> tuple[list[int], list[int]]:
+    """Deterministic train/dev split of ``n`` examples."""
+    idx = list(range(n))
+    random.Random(seed).shuffle(idx)
+    k = min(max_dev, int(round(n * fraction))) if n > 1 else 0
+    return sorted(idx[k:]), sorted(idx[:k])
+
+
+def train_scorer(
+    engine: Any,
+    qa: str | Path | Sequence[str | Path] | Sequence[QARecord],
+    *,
+    model: str = "dde_mlp",
+    out: str | Path | None = None,
+    dev: str | Path | Sequence[str | Path] | None = None,
+    hops: int = DEFAULT_HOPS,
+    max_edges: int = DEFAULT_MAX_EDGES,
+    cache: str | Path | None = None,
+    settings: TrainSettings | None = None,
+    model_config: dict[str, Any] | None = None,
+    limit: int | None = None,
+    progress: bool = True,
+    echo: Callable[[str], None] | None = None,
+) -> TrainResult:
+    """Train a triple scorer for ``engine``'s KG from question files (or records) and save it to ``out``.
+
+    ``dev``: separate dev questions; by default ``settings.dev_fraction`` of ``qa`` (at most ``dev_max``) is
+    held out. ``cache``: the prepared data's cache file (dev data goes to ``<cache>.dev``).
+    """
+    from engine.scoring.checkpoint import make_model, save_checkpoint
+
+    s = settings or TrainSettings()
+    say = echo or (lambda m: print(m, file=sys.stderr))
+    records = _as_records(qa, limit)
+    t0 = time.perf_counter()
+    data = prepare(engine, records, hops=hops, max_edges=max_edges, cache=cache, progress=progress, echo=echo)
+    if dev is not None:
+        dev_cache = None if cache is None else Path(str(cache) + ".dev")
+        dev_data = prepare(engine, _as_records(dev, None), hops=hops, max_edges=max_edges, cache=dev_cache,
+                           progress=progress, echo=echo)
+        train_data = data
+    else:
+        tr, dv = split_dev(len(data.examples), s.dev_fraction, s.dev_max, s.seed)
+        train_data, dev_data = data.subset(tr), data.subset(dv)
+    prepare_s = time.perf_counter() - t0
+    say(f"training {model} on {len(train_data.examples):,} questions ({sum(1 for e in train_data.examples if len(e['pos'])):,}"
+        f" with a labelled triple), dev {len(dev_data.examples):,}; data ready in {prepare_s:.1f} s")
+    seed_everything(s.seed)
+    net = make_model(model, engine.embedder.dim, **(model_config or {}))
+    t1 = time.perf_counter()
+    net, history, best_epoch, best = train_model(net, train_data, dev_data, s, progress=progress, echo=echo)
+    train_s = time.perf_counter() - t1
+    path = None
+    if out is not None:
+        path = str(save_checkpoint(
+            out, net.cpu(), kg=engine.kg, embedding_model=engine.config.embedding_model,
+            embedding_slug=engine.embedder.slug, relation_types=data.relation_types, hops=hops, max_edges=max_edges,
+            info={"questions": len(train_data.examples), "dev_questions": len(dev_data.examples),
+                  "best_epoch": best_epoch, f"dev_triple_recall@{s.recall_k}": best, "train_s": round(train_s, 1),
+                  "seed": s.seed, "lr": s.lr, "batch_questions": s.batch_questions}))
+        say(f"checkpoint written to {path}")
+    return TrainResult(net, path, history, best_epoch, best, train_s, prepare_s, len(train_data.examples),
+                       len(dev_data.examples), dict(data.meta.get("skipped", {})))
+
+
+def _as_records(qa: Any, limit: int | None) -> list[QARecord]:
+    if isinstance(qa, (str, Path)):
+        return read_qa(qa, limit=limit)
+    items = list(qa)
+    if items and all(isinstance(x, QARecord) for x in items):
+        return items[:limit] if limit else items
+    out: list[QARecord] = []
+    for p in items:
+        out.extend(read_qa(p, limit=limit))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# evaluation (the benchmark and the CLI report)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), device: Any = "cpu",
+             group: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+    """Triple recall@K (questions with labels), answer recall@K (over *all* given answers: an answer missing
+    from the KG or the neighbourhood counts as missed), Hits@1 of the extracted answer and the forward
+    latency per question; per ``group(example)`` (e.g. the hop count) and overall."""
+    import torch
+
+    from engine.scoring.extract import answer_candidates
+    from engine.scoring.select import top_k as top_k_idx
+
+    rows: dict[Any, dict[str, list[float]]] = {}
+    scored = score_examples(model, data, device=device, select=True)
+    for ex, (logits, ms, cpu) in zip(data.examples, scored):
+        nb = data.neighbourhoods[ex["nb"]]
+        keys = ["all"] + ([group(ex)] if group is not None else [])
+        conf = 1.0 / (1.0 + np.exp(-logits))
+        order = top_k_idx(torch.from_numpy(logits), max(ks)).numpy()
+        vals: dict[str, float] = {"ms": ms, "cpu_ms": cpu, "edges": float(nb.num_edges)}
+        answers = set(int(a) for a in ex["answers"].tolist())
+        n_gold = max(ex["n_gold"], 1)
+        pos = set(int(p) for p in ex["pos"].tolist())
+        for k in ks:
+            top = order[:k]
+            covered = set(nb.heads[top].tolist()) | set(nb.tails[top].tolist())
+            vals[f"answer_recall@{k}"] = len(answers & covered) / n_gold
+            if pos:
+                vals[f"triple_recall@{k}"] = len(pos & set(top.tolist())) / len(pos)
+        vals["answer_ceiling"] = len(answers) / n_gold
+        from engine.scoring.select import adaptive_top_p
+
+        sel = adaptive_top_p(torch.from_numpy(logits), k_min=50, k_max=200).numpy()
+        cands = answer_candidates(nb.heads, nb.tails, conf, sel, nb.anchors)
+        vals["hits1"] = 1.0 if cands and cands[0][0] in answers else 0.0
+        for key in keys:
+            bucket = rows.setdefault(key, {})
+            for name, v in vals.items():
+                bucket.setdefault(name, []).append(v)
+    out: dict[str, Any] = {}
+    for key, bucket in rows.items():
+        out[str(key)] = {name: float(np.mean(v)) for name, v in bucket.items()
+                         if name not in ("ms", "cpu_ms", "edges")}
+        ms, cpu = bucket["ms"], bucket["cpu_ms"]
+        out[str(key)]["questions"] = len(ms)
+        out[str(key)]["score_p50_ms"] = float(np.percentile(ms, 50))
+        out[str(key)]["score_p95_ms"] = float(np.percentile(ms, 95))
+        out[str(key)]["score_cpu_p50_ms"] = float(np.percentile(cpu, 50))
+        out[str(key)]["score_cpu_p95_ms"] = float(np.percentile(cpu, 95))
+        big = [m for m, e in zip(ms, bucket["edges"]) if e >= 5000]
+        out[str(key)]["score_p95_ms_5k_10k_edges"] = float(np.percentile(big, 95)) if big else None
+        out[str(key)]["edges_max"] = int(max(bucket["edges"]))
+        out[str(key)]["edges_mean"] = float(np.mean(bucket["edges"]))
+    return out
