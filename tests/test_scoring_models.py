@@ -385,9 +385,14 @@ def test_shortest_path_labels_edge_cases():
         shortest_path_labels(8, LABEL_EDGES, torch.tensor([0]), torch.tensor([8]))
 
 
-def test_shortest_path_labels_match_brute_force_on_random_graphs():
+@pytest.mark.parametrize("chunk_elements", [1 << 23, 100])  # 100: one source / answer per chunk
+def test_shortest_path_labels_match_brute_force_on_random_graphs(chunk_elements, monkeypatch):
     # Reference: enumerate for each edge whether some shortest topic-answer path uses it, from BFS by hand.
     import collections
+
+    import engine.scoring.labels as labels_module
+
+    monkeypatch.setattr(labels_module, "_BFS_CHUNK_ELEMENTS", chunk_elements)
 
     for seed in range(5):
         g = torch.Generator().manual_seed(seed)

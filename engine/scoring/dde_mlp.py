@@ -105,9 +105,9 @@ class DDEMLP(TripleScorer):
         return self._rest(h)
 
     def _rest(self, h: torch.Tensor) -> torch.Tensor:
-        h = self.dropout(F.relu(h))
+        h = self.dropout(F.relu_(h))  # h is always a fresh tensor here
         for lin in self.hidden_layers:
-            h = self.dropout(F.relu(lin(h)))
+            h = self.dropout(F.relu_(lin(h)))
         return self.out(h).squeeze(-1)
 
     def triple_inputs(self, graph: QuestionGraph | BatchedGraphs) -> torch.Tensor:

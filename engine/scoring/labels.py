@@ -100,13 +100,17 @@ def shortest_path_labels(
 
     d_t = bfs_distances(num_nodes, edge_index, topic)  # [T, N]
     d_a = bfs_distances(num_nodes, edge_index, answers)  # [A, N]
-    d_a_u, d_a_v = d_a[:, u], d_a[:, v]  # [A, E]
-    for i in range(topic.numel()):
-        length = d_t[i].index_select(0, answers)  # [A]: this topic's distance to each answer
-        ok = (length > 0) & (length < inf)
-        if not bool(ok.any()):
-            continue
-        length = length[ok].unsqueeze(1)
-        on = (d_t[i, u].unsqueeze(0) + 1 + d_a_v[ok] == length) | (d_t[i, v].unsqueeze(0) + 1 + d_a_u[ok] == length)
-        labels |= on.any(0)
+    d_t_u, d_t_v = d_t[:, u], d_t[:, v]  # [T, E]
+    lengths = d_t[:, answers]  # [T, A]: each topic's distance to each answer
+    chunk = max(1, _BFS_CHUNK_ELEMENTS // (2 * e))  # answers per step, to bound the [A, E] temporaries
+    for a0 in range(0, answers.numel(), chunk):
+        d_a_u, d_a_v = d_a[a0:a0 + chunk][:, u], d_a[a0:a0 + chunk][:, v]  # [c, E]
+        for i in range(topic.numel()):
+            length = lengths[i, a0:a0 + chunk]
+            ok = (length > 0) & (length < inf)
+            if not bool(ok.any()):
+                continue
+            length = length[ok].unsqueeze(1)
+            on = (d_t_u[i] + 1 + d_a_v[ok] == length) | (d_t_v[i] + 1 + d_a_u[ok] == length)
+            labels |= on.any(0)
     return labels

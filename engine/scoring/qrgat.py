@@ -185,7 +185,7 @@ class QRGAT(TripleScorer):
                               positional=positional, dde_rounds=dde_rounds, add_self_loops=add_self_loops,
                               query_init=query_init, query_attn=query_attn, query_score=query_score)
         self.emb_dim, self.hidden = emb_dim, hidden
-        self.positional, self.add_self_loops = positional, add_self_loops
+        self.positional = positional
         self.query_init, self.query_score = query_init, query_score
         self.dde = DDE(dde_rounds, include_initial=True) if positional == "dde" else None
         self.pos_dim = {"topic": 2, "dde": self.dde.out_dim if self.dde else 0, "none": 0}[positional]
@@ -262,11 +262,11 @@ class QRGAT(TripleScorer):
         z = self._first_projections(x, p, b, dense)
 
         edge_index, edge_rel, rel_emb, rel_batch = b.edge_index, b.edge_rel, b.rel_emb.to(x.dtype), b.rel_batch
-        if self.self_loops_on:
+        if self.self_rel is not None:
             loops = torch.arange(b.num_nodes, device=x.device)
             edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
             edge_rel = torch.cat([edge_rel, b.rel_emb.shape[0] + b.node_batch])
-            rel_emb = torch.cat([rel_emb, self.self_rel.expand(b.num_graphs, -1)])  # type: ignore[union-attr]
+            rel_emb = torch.cat([rel_emb, self.self_rel.expand(b.num_graphs, -1)])
             rel_batch = torch.cat([rel_batch, torch.arange(b.num_graphs, device=x.device)])
         q = b.q_emb.to(x.dtype)
 
@@ -287,10 +287,6 @@ class QRGAT(TripleScorer):
             outputs.append(h)
         logits = self._score(torch.cat(outputs, dim=1), b, x.dtype)
         return (logits, attention) if return_attention else logits
-
-    @property
-    def self_loops_on(self) -> bool:
-        return self.self_rel is not None
 
     def _score(self, h: torch.Tensor, b: BatchedGraphs, dtype: torch.dtype) -> torch.Tensor:
         """``W2 ReLU(W1 [q || h_h || r || h_t])`` by blocks: node terms per node, query term per relation row."""
