@@ -337,10 +337,14 @@ class LocalMilvus:
 
     def log_tail(self, lines: int = 30) -> str:
         parts = []
-        for name in ("milvus-stderr.log", "milvus-stdout.log", "milvus.log"):
-            text = _tail(self._logs / name, lines)
+        files = [self._logs / "milvus-stderr.log", self._logs / "milvus-stdout.log"]
+        # Milvus' own log (log.level, warn by default): standalone-<n>.log, the newest one
+        own = sorted(self._logs.glob("standalone*.log"), key=lambda p: p.stat().st_mtime)
+        files += own[-1:]
+        for path in files:
+            text = _tail(path, lines)
             if text.strip():
-                parts.append(f"--- {self._logs / name} (last lines)\n{text}")
+                parts.append(f"--- {path} (last lines)\n{text}")
         return "\n".join(parts) or f"(no log output in {self._logs})"
 
     # readiness -------------------------------------------------------------
@@ -404,12 +408,27 @@ class LocalMilvus:
                 left = int(deadline - time.monotonic())
                 if left < 1:
                     return
-                state = utility.load_state(name, using=alias, timeout=10)
-                if getattr(state, "name", str(state)) != "Loaded":
-                    continue
-                Collection(name, using=alias).query(
-                    expr="", output_fields=["count(*)"], timeout=left
+                state = getattr(
+                    utility.load_state(name, using=alias, timeout=10), "name", ""
                 )
+                if state == "Loading":  # being recovered after the restart
+                    utility.wait_for_loading_complete(name, timeout=left, using=alias)
+                elif state != "Loaded":
+                    continue
+                col = Collection(name, using=alias)
+                col.query(expr="", output_fields=["count(*)"], timeout=left)
+                # and one search per vector index: the search path has its own stall
+                for idx in col.indexes:
+                    field = next((f for f in col.schema.fields if f.name == idx.field_name), None)
+                    dim = (field.params or {}).get("dim") if field is not None else None
+                    if not dim or field.dtype.name != "FLOAT_VECTOR":
+                        continue
+                    left = max(1, int(deadline - time.monotonic()))
+                    col.search(
+                        [[0.0] * int(dim)], idx.field_name,
+                        {"metric_type": idx.params.get("metric_type", "L2"), "params": {}},
+                        limit=1, timeout=left,
+                    )
         except Exception:  # noqa: BLE001 - warming is an optimisation only
             pass
         finally:
@@ -542,12 +561,25 @@ class LocalMilvus:
         pid = self._running_pid()
         if pid is None:
             return False
-        if not self._kill(pid, timeout):
+        # SIGTERM; Milvus force-quits after common.gracefulStopTimeout (5 s here), so a server
+        # still there after 20 s is stuck (seen in cgo calls) and gets SIGKILL: its data is
+        # in the WAL (rocksmq) and storage either way.
+        if not self._kill(pid, min(timeout, 20)):
             raise LocalServerError(f"the local Milvus (pid {pid}, home {self.home}) does not stop")
         # the lock goes with the process; wait for the kernel to release it
         end = time.monotonic() + 5
         while self._lock_held() and time.monotonic() < end:
             time.sleep(0.05)
+        # files Milvus leaves outside the home (its pid-file lock dies with the process)
+        for leftover in (
+            Path("/run/milvus") / f"standalone-{_alias(self.home)}.pid",
+            Path("/tmp/milvus") / f"standalone-{_alias(self.home)}.pid",
+            Path("/tmp/milvus") / f"server_id_{pid}",
+        ):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
         return True
 
     # status ----------------------------------------------------------------

@@ -155,6 +155,10 @@ class VectorStore:
             base.update({k: v for k, v in index.items() if k != "params"})
             if "params" in index:
                 base["params"] = dict(index["params"] or {})
+            elif str(index.get("index_type", base["index_type"])).upper() != str(
+                (LITE_INDEX if self.lite else DEFAULT_INDEX)["index_type"]
+            ):
+                base["params"] = {}  # the default's HNSW params do not fit another index type
         base["metric_type"] = str(base.get("metric_type", "L2")).upper()
         base["index_type"] = str(base.get("index_type", "HNSW")).upper()
         if base["metric_type"] not in ("L2", "IP", "COSINE"):
