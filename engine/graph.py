@@ -125,14 +125,20 @@ class GraphStore:
                 routing_=neo4j.RoutingControl.WRITE if write else neo4j.RoutingControl.READ,
                 database_=self.settings.database,
             )
-        except (nex.ServiceUnavailable, nex.SessionExpired, OSError) as e:
-            raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
-        except nex.AuthError as e:
-            raise StoreUnavailableError("Neo4j", self.uri, f"authentication failed: {e}") from e
-        except nex.ClientError as e:
-            raise StoreError(f"Neo4j at {self.uri} rejected a statement: {e.message}") from e
-        except nex.Neo4jError as e:
-            raise StoreError(f"Neo4j at {self.uri}: {e}") from e
+        except (nex.Neo4jError, nex.DriverError, OSError) as e:
+            raise self._translate(e) from e
+
+    def _translate(self, e: BaseException) -> StoreError:
+        """A driver error as the engine's typed error, naming the server."""
+        from neo4j import exceptions as nex
+
+        if isinstance(e, (nex.ServiceUnavailable, nex.SessionExpired, OSError)):
+            return StoreUnavailableError("Neo4j", self.uri, str(e))
+        if isinstance(e, nex.AuthError):
+            return StoreUnavailableError("Neo4j", self.uri, f"authentication failed: {e}")
+        if isinstance(e, nex.ClientError):
+            return StoreError(f"Neo4j at {self.uri} rejected a statement: {e.message}")
+        return StoreError(f"Neo4j at {self.uri}: {e}")
 
     def read(self, query: Any, **params: Any) -> list[dict[str, Any]]:
         """Run a read-only statement in a read-mode auto-commit transaction (read routing).
@@ -151,19 +157,11 @@ class GraphStore:
                     return session.run(query, params).data()
             except (nex.TransientError, nex.SessionExpired, nex.ServiceUnavailable) as e:
                 if attempt == 3 or isinstance(e, nex.TransientError) and "Terminated" in str(e.code or ""):
-                    if isinstance(e, nex.TransientError):
-                        raise StoreError(f"Neo4j at {self.uri}: {e}") from e
-                    raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
+                    raise self._translate(e) from e
                 time.sleep(delay)
                 delay *= 4
-            except OSError as e:
-                raise StoreUnavailableError("Neo4j", self.uri, str(e)) from e
-            except nex.AuthError as e:
-                raise StoreUnavailableError("Neo4j", self.uri, f"authentication failed: {e}") from e
-            except nex.ClientError as e:
-                raise StoreError(f"Neo4j at {self.uri} rejected a statement: {e.message}") from e
-            except nex.Neo4jError as e:
-                raise StoreError(f"Neo4j at {self.uri}: {e}") from e
+            except (nex.Neo4jError, nex.DriverError, OSError) as e:
+                raise self._translate(e) from e
         raise AssertionError("unreachable")
 
     def read_named(self, name: str, **params: Any) -> list[dict[str, Any]]:
