@@ -123,6 +123,7 @@ def test_own_instance_start_stop(tmp_path) -> None:
     st = srv.status()
     assert not st["running"] and not st["bolt_ok"] and st["pid"] is None
     assert srv.stop() is False
-    with socket.socket() as s:  # the port is free again
+    with socket.socket() as s:  # the port is free again (SO_REUSEADDR: closed connections may sit in TIME_WAIT)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", srv.port))
     assert "stopped cleanly" in (srv.home / "logs" / "isorag-neo4j.log").read_text()
