@@ -38,7 +38,9 @@ DATA = Path(os.environ.get("METAQA_DIR", Path(__file__).resolve().parents[2] / "
 KS = (50, 100, 200)
 MODELS = {
     # widths chosen for CPU latency (DIGEST targets: <= 50 ms per question up to 10k triples)
-    "dde_mlp": {"hidden": 128},
+    # include_initial: s^(0) (the topic one-hot) in the DDE, as the paper's formula; without it a MetaQA
+    # film (relations all point film -> x) cannot be told from the other films around it
+    "dde_mlp": {"hidden": 128, "include_initial": True},
     "qrgat": {"hidden": 64, "heads": 4, "num_layers": 2, "dropout": 0.1},
 }
 
@@ -62,6 +64,7 @@ def main() -> None:
     ap.add_argument("--patience", type=int, default=4)
     ap.add_argument("--max-minutes", type=float, default=12.0, help="training budget per model")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--cache", default=None, help="prepared-data cache (default benchmarks/results/scorer_cache_*.pt)")
     ap.add_argument("--out-dir", default=None, help="checkpoints (default benchmarks/results/)")
     ap.add_argument("--quiet", action="store_true")
@@ -125,7 +128,7 @@ def main() -> None:
     for name in args.models.split(","):
         seed_everything(42)
         model = make_model(name, eng.embedder.dim, **MODELS.get(name, {}))
-        settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes,
+        settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
                                  threads=args.threads, device="cpu")
         t1 = time.perf_counter()
         model, history, best_epoch, best = train_model(model, train, dev, settings, progress=progress)

@@ -52,6 +52,11 @@ __all__ = [
 ]
 
 _TOPIC = re.compile(r"\[([^\[\]]+)\]")
+#: model settings train_scorer starts from (``model_config`` overrides them). DDE with s^(0), the topic
+#: one-hot itself (the paper's formula; SubgraphRAG's code leaves it out): on a KG whose relations all point
+#: one way (MetaQA: film -> person, film -> year) the propagated rounds alone cannot tell the topic film from
+#: the other films around it, and the model learns nothing.
+DEFAULT_MODEL_CONFIG: dict[str, dict[str, Any]] = {"dde_mlp": {"include_initial": True}, "qrgat": {}}
 CACHE_FORMAT = "isorag-scorer-cache/1"
 
 
@@ -614,7 +619,8 @@ def train_scorer(
     say(f"training {model} on {len(train_data.examples):,} questions ({sum(1 for e in train_data.examples if len(e['pos'])):,}"
         f" with a labelled triple), dev {len(dev_data.examples):,}; data ready in {prepare_s:.1f} s")
     seed_everything(s.seed)
-    net = make_model(model, engine.embedder.dim, **(model_config or {}))
+    net = make_model(model, engine.embedder.dim,
+                     **{**DEFAULT_MODEL_CONFIG.get(model.lower(), {}), **(model_config or {})})
     t1 = time.perf_counter()
     net, history, best_epoch, best = train_model(net, train_data, dev_data, s, progress=progress, echo=echo)
     train_s = time.perf_counter() - t1
