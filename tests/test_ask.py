@@ -56,26 +56,10 @@ Q_ANSWER = "According to graph [1], the director is Michael Mann."
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """A small movie KG, loaded once for the module; yields a factory of engines on it."""
-    from conftest import unique_kg
+    from conftest import shared_kg
 
-    cfg = EngineConfig(kg=unique_kg("ask"), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
-    owner = Engine(cfg, llm=False)
-    owner._embedder = embedder
     records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
-    BulkLoader(owner.graph, owner.vectors, embedder, progress=False).load_records(records, LoadSummary())
-    made: list[Engine] = []
-
-    def factory(llm: Any = False, **overrides: Any) -> Engine:
-        eng = Engine(cfg, llm=llm, **overrides)
-        eng._embedder = embedder
-        made.append(eng)
-        return eng
-
-    yield factory
-    for eng in made:
-        eng.close()
-    owner.drop()
-    owner.close()
+    yield from shared_kg("ask", records, neo4j_uri, milvus_uri, embedder)
 
 
 def llm_config(server: Any, **kw: Any) -> LLMConfig:

@@ -67,27 +67,11 @@ def questions() -> list[QARecord]:
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """The movie KG loaded once for the module; yields a factory of engines on it."""
-    from conftest import unique_kg
+    from conftest import shared_kg
 
-    cfg = EngineConfig(kg=unique_kg("score"), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
-    owner = Engine(cfg, llm=False)
-    owner._embedder = embedder
     records: list[Any] = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(TRIPLES, start=1)]
     records.append(EntityRecord("Film 01", None, ("movie",), len(records) + 1))  # an IS_A link to a type node
-    BulkLoader(owner.graph, owner.vectors, embedder, progress=False).load_records(records, LoadSummary())
-    made: list[Engine] = []
-
-    def factory(llm: Any = False, **overrides: Any) -> Engine:
-        eng = Engine(cfg, llm=llm, **overrides)
-        eng._embedder = embedder
-        made.append(eng)
-        return eng
-
-    yield factory
-    for eng in made:
-        eng.close()
-    owner.drop()
-    owner.close()
+    yield from shared_kg("score", records, neo4j_uri, milvus_uri, embedder)
 
 
 def eid(eng: Engine, key: str) -> int:
