@@ -84,7 +84,14 @@ class MatchSettings:
     k_rel: int = DEFAULT_K_REL
     k_type: int = DEFAULT_K_TYPE
     k: int = DEFAULT_K
-    injective: bool = True
+    #: which pattern items must map to distinct KG items: ``True`` or ``"nodes"`` (subgraph isomorphism:
+    #: distinct nodes, hence distinct relationships; SimGRAG's definition), ``"edges"`` (distinct relationships,
+    #: Cypher's own pattern semantics, and unknowns apart from the named entities: an unknown may bind the entity
+    #: of another unknown when a different relationship leads there, as MetaQA's answers do), ``False`` or
+    #: ``"none"`` (homomorphism)
+    injective: bool | str = True
+    #: ``False``: a pattern edge matches a relationship in either direction; among subgraphs of equal GSD those
+    #: with fewer edges against the pattern's direction come first (a tie-break, never a change of GSD)
     directed: bool = False
     deadline_s: float = 30.0
     #: wildcard expansions (unknown relation AND unknown node) return at most this many neighbours per KG node
@@ -101,6 +108,24 @@ class MatchSettings:
             raise ConfigError("k_node, k_rel and k_type are at most 16384 (Milvus' topk limit)")
         if self.deadline_s <= 0:
             raise ConfigError(f"deadline_s must be positive, got {self.deadline_s!r}")
+        if self.injective not in (True, False, "nodes", "edges", "none"):
+            raise ConfigError(f"injective must be True, False, 'nodes', 'edges' or 'none', got {self.injective!r}")
+
+    @property
+    def distinct(self) -> str:
+        """``"nodes"``, ``"edges"`` or ``"none"``: what :attr:`injective` asks to be distinct."""
+        return injective_mode(self.injective)
+
+
+def injective_mode(value: bool | str) -> str:
+    """Normalize an ``injective`` setting to ``"nodes"``, ``"edges"`` or ``"none"``."""
+    if value is True or value == "nodes":
+        return "nodes"
+    if value is False or value == "none":
+        return "none"
+    if value == "edges":
+        return "edges"
+    raise ConfigError(f"injective must be True, False, 'nodes', 'edges' or 'none', got {value!r}")
 
 
 @dataclass(frozen=True)

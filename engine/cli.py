@@ -131,7 +131,7 @@ def cmd_match(args: argparse.Namespace) -> int:
     elif os.path.isfile(text):
         text = Path(text).read_text(encoding="utf-8")
     with _engine(args, k_node=args.k_node, k_rel=args.k_rel, k_type=args.k_type,
-                 injective=not args.homomorphic, directed=args.directed, deadline_s=args.deadline) as eng:
+                 injective="none" if args.homomorphic else args.injective, directed=args.directed, deadline_s=args.deadline) as eng:
         res = eng.retrieve(text, k=args.k)
     if args.json:
         _print_json(res.to_dict())
@@ -361,7 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-k", type=int, default=None)
     s.add_argument("--k-node", type=int); s.add_argument("--k-rel", type=int)  # noqa: E702
     s.add_argument("--k-type", type=int)
-    s.add_argument("--homomorphic", action="store_true", help="allow one KG node for two pattern nodes")
+    s.add_argument("--injective", choices=["nodes", "edges", "none"], default=None,
+                   help="what must map to distinct KG items: nodes (subgraph isomorphism, the default), "
+                        "edges (relationships only, as in Cypher) or none (homomorphism)")
+    s.add_argument("--homomorphic", action="store_true", help="same as --injective none")
     s.add_argument("--directed", action="store_true", help="respect edge direction")
     s.add_argument("--deadline", type=float, help="seconds")
     s.add_argument("--json", action="store_true")

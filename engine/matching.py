@@ -16,10 +16,16 @@ Queue entries are of two kinds:
   cyclic patterns too, unlike the published code's bound);
 * *complete* ``state``: its bound is its cost (its GSD).
 
-Entries leave the queue in (bound, key) order, where ``key`` lists what the state mapped, edge by edge. A
-complete state that reaches the front has a GSD at most every bound left, so complete states leave the queue
-in exact (GSD, key) order: the first k are the exact top-k, ties broken by key, and no isomorphic subgraph
-with a smaller GSD exists (the bound is admissible). Popping a batch of expansions at once and expanding them
+Entries leave the queue in (bound, reversed, key) order, where ``reversed`` counts the edges mapped against
+the pattern's direction so far (undirected mode; it never decreases as a state grows, so it bounds itself)
+and ``key`` lists what the state mapped, edge by edge. A complete state that reaches the front has a GSD at
+most every bound left, so complete states leave the queue in exact (GSD, reversed, key) order: the first k
+are the exact top-k, ties broken first in favour of the pattern's direction, then by key, and no isomorphic
+subgraph with a smaller GSD exists (the bound is admissible).
+
+What must be distinct is :attr:`MatchSettings.distinct`: KG nodes and relationships (``"nodes"``, subgraph
+isomorphism), relationships only (``"edges"``; besides, an unknown node never binds the entity of a known
+node: the question's named entities are not its answers), or nothing (``"none"``). Popping a batch of expansions at once and expanding them
 with one query per pattern edge changes the number of round trips, never the result.
 """
 
@@ -157,6 +163,8 @@ class Match:
     nodes: dict[str, int]
     edges: dict[int, KGEdge]
     key: tuple[Any, ...] = ()
+    #: edges mapped against the pattern's direction (0 in directed mode)
+    reversed: int = 0
 
 
 @dataclass
@@ -183,11 +191,12 @@ class SearchStats:
 # the search
 # ---------------------------------------------------------------------------------------------------
 class _State:
-    __slots__ = ("cost", "step", "nodes", "edges", "key")
+    __slots__ = ("cost", "step", "nodes", "edges", "key", "rev")
 
     def __init__(self, cost: float, step: int, nodes: dict[str, int], edges: dict[int, KGEdge],
-                 key: tuple[Any, ...]) -> None:
+                 key: tuple[Any, ...], rev: int) -> None:
         self.cost = cost
+        self.rev = rev          # edges mapped against the pattern's direction (never more as the state grows)
         self.step = step        # index of the next step to take
         self.nodes = nodes
         self.edges = edges
@@ -270,7 +279,8 @@ class Matcher:
         steps, suffix = plan.steps, plan.suffix
         edges = pattern.edges
         all_types = sorted(cands.type_names)
-        injective, directed = st.injective, st.directed
+        distinct, directed = st.distinct, st.directed
+        known = frozenset(n.id for n in pattern.known_nodes)
         # per step: relation candidates sorted by distance
         step_rels: list[list[tuple[float, str]]] = [
             sorted((d, t) for t, d in cands.relations[s.edge].items()) for s in steps
@@ -283,22 +293,22 @@ class Matcher:
 
         def push_state(state: _State) -> None:
             if state.step == len(steps):
-                heapq.heappush(heap, (state.cost, state.key, _DONE, next(counter), state))
+                heapq.heappush(heap, (state.cost, state.rev, state.key, _DONE, next(counter), state))
                 stats.pushed += 1
                 return
             i = state.step
             base = state.cost + step_node_min[i] + suffix[i + 1]
             if wildcard_rel[i]:
-                heapq.heappush(heap, (base, state.key, _EXPAND, next(counter), (state, None)))
+                heapq.heappush(heap, (base, state.rev, state.key, _EXPAND, next(counter), (state, None)))
                 stats.pushed += 1
                 return
             for d, t in step_rels[i]:
-                heapq.heappush(heap, (base + d, state.key + (t,), _EXPAND, next(counter), (state, t)))
+                heapq.heappush(heap, (base + d, state.rev, state.key + (t,), _EXPAND, next(counter), (state, t)))
                 stats.pushed += 1
 
         root_c = cands.nodes[plan.root] or {}
         for eid, d in sorted(root_c.items(), key=lambda kv: (kv[1], kv[0])):
-            push_state(_State(d, 0, {plan.root: eid}, {}, (eid,)))
+            push_state(_State(d, 0, {plan.root: eid}, {}, (eid,), 0))
 
         window = 0.3
         while heap:
@@ -308,22 +318,22 @@ class Matcher:
                     f"deadline of {st.deadline_s:g} s expired: results are the best found so far, not exact")
                 return
             top = heap[0]
-            if top[2] == _DONE:
+            if top[3] == _DONE:
                 heapq.heappop(heap)
-                s: _State = top[4]
-                yield Match(s.cost, dict(s.nodes), dict(s.edges), s.key)
+                s: _State = top[5]
+                yield Match(s.cost, dict(s.nodes), dict(s.edges), s.key, s.rev)
                 continue
             # pop a batch of expansions: consecutive (bound order) entries, stopping at a complete state
             first = top[0]
             batch: list[tuple[_State, str | None]] = []
-            while heap and heap[0][2] == _EXPAND and len(batch) < st.batch_size and heap[0][0] <= first + window:
-                batch.append(heapq.heappop(heap)[4])
+            while heap and heap[0][3] == _EXPAND and len(batch) < st.batch_size and heap[0][0] <= first + window:
+                batch.append(heapq.heappop(heap)[5])
             by_step: dict[int, list[tuple[_State, str | None]]] = {}
             for state, t in batch:
                 by_step.setdefault(state.step, []).append((state, t))
             try:
                 for i, group in by_step.items():
-                    for child in self._expand(steps[i], group, cands, all_types, injective, directed,
+                    for child in self._expand(steps[i], group, cands, all_types, distinct, known, directed,
                                               wildcard_rel[i], deadline, stats):
                         push_state(child)
             except DeadlineExceeded:
@@ -333,7 +343,8 @@ class Matcher:
                 return
 
     def _expand(self, step: Step, group: list[tuple[_State, str | None]], cands: Candidates,
-                all_types: list[str], injective: bool, directed: bool, wildcard_rel: bool, deadline: float,
+                all_types: list[str], distinct: str, known: frozenset[str], directed: bool, wildcard_rel: bool,
+                deadline: float,
                 stats: SearchStats) -> Iterator[_State]:
         st = self.settings
         rel_c = cands.relations[step.edge]
@@ -375,8 +386,14 @@ class Matcher:
                         f"degree cap {st.degree_cap} reached expanding a wildcard edge: results may miss subgraphs")
             h = state.nodes[step.src]
             seen: set[tuple[str, int, int]] = set()
-            used_nodes = set(state.nodes.values()) if injective and not step.closes else None
-            used_edges = set(state.edges.values()) if injective else None
+            if step.closes or distinct == "none":
+                used_nodes = None
+            elif distinct == "nodes":
+                used_nodes = set(state.nodes.values())
+            else:  # "edges": an unknown never binds a named entity of the pattern, nor a named one an unknown's
+                dst_known = step.dst in known
+                used_nodes = {e for n, e in state.nodes.items() if (n in known) != dst_known}
+            used_edges = set(state.edges.values()) if distinct != "none" else None
             for rtype, out, t in got:
                 start, end = (h, t) if out else (t, h)
                 kge = KGEdge(start, rtype, end)
@@ -405,8 +422,10 @@ class Matcher:
                     continue
                 nodes = state.nodes if step.closes else {**state.nodes, step.dst: t}
                 edges = {**state.edges, edge_key: kge}
+                # against the pattern's direction (undirected mode): counted for the tie-break
+                rev = state.rev + (out != step.forward and start != end)
                 yield _State(state.cost + rd + node_cost, state.step + 1, nodes, edges,
-                             state.key + (rtype, start, end))
+                             state.key + (rtype, start, end), rev)
 
     # -- public ----------------------------------------------------------------------------------------
     def top_k(self, pattern: Pattern, cands: Candidates, k: int | None = None, *,
@@ -437,13 +456,14 @@ class Matcher:
         first = [get(ci, 0) for ci in range(len(comps))]
         if any(m is None for m in first):
             return [], stats
-        heap = [(sum(m.gsd for m in first), tuple(m.key for m in first), start)]
+        heap = [(sum(m.gsd for m in first), sum(m.reversed for m in first), tuple(m.key for m in first), start)]
         seen = {start}
         out: list[Match] = []
         while heap and len(out) < k:
-            gsd, _key, idx = heapq.heappop(heap)
+            gsd, _rev, _key, idx = heapq.heappop(heap)
             parts = [get(ci, j) for ci, j in enumerate(idx)]
-            combined = _combine(parts, self.settings.injective)  # type: ignore[arg-type]
+            combined = _combine(parts, self.settings.distinct,  # type: ignore[arg-type]
+                                frozenset(n.id for n in pattern.known_nodes))
             if combined is not None:
                 out.append(combined)
             for ci in range(len(comps)):
@@ -455,7 +475,8 @@ class Matcher:
                     continue
                 seen.add(nxt)
                 ps = [get(cj, j) for cj, j in enumerate(nxt)]
-                heapq.heappush(heap, (sum(p.gsd for p in ps), tuple(p.key for p in ps), nxt))  # type: ignore[union-attr]
+                heapq.heappush(heap, (sum(p.gsd for p in ps), sum(p.reversed for p in ps),  # type: ignore[union-attr]
+                                      tuple(p.key for p in ps), nxt))  # type: ignore[union-attr]
         return out, stats
 
 
@@ -466,19 +487,24 @@ def _sub_candidates(comp: Pattern, cands: Candidates) -> Candidates:
 
 def _remap(m: Match, comp: Pattern) -> Match:
     """Edge indices of a component's match back to the whole pattern's."""
-    return Match(m.gsd, m.nodes, {comp.edge_origin[i]: e for i, e in m.edges.items()}, m.key)
+    return Match(m.gsd, m.nodes, {comp.edge_origin[i]: e for i, e in m.edges.items()}, m.key, m.reversed)
 
 
-def _combine(parts: Sequence[Match], injective: bool) -> Match | None:
+def _combine(parts: Sequence[Match], distinct: str, known: frozenset[str] | None = None) -> Match | None:
     nodes: dict[str, int] = {}
     edges: dict[int, KGEdge] = {}
     for p in parts:
         nodes.update(p.nodes)
         edges.update(p.edges)
-    if injective:
-        if len(set(nodes.values())) != len(nodes) or len(set(edges.values())) != len(edges):
+    if distinct == "nodes" and len(set(nodes.values())) != len(nodes):
+        return None
+    if distinct == "edges" and known is not None:
+        if {e for n, e in nodes.items() if n in known} & {e for n, e in nodes.items() if n not in known}:
             return None
-    return Match(sum(p.gsd for p in parts), nodes, edges, tuple(p.key for p in parts))
+    if distinct != "none" and len(set(edges.values())) != len(edges):
+        return None
+    return Match(sum(p.gsd for p in parts), nodes, edges, tuple(p.key for p in parts),
+                 sum(p.reversed for p in parts))
 
 
 def gsd_of(pattern: Pattern, cands: Candidates, nodes: Mapping[str, int], edges: Mapping[int, KGEdge]) -> float:

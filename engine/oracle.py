@@ -11,12 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from engine._config import injective_mode
 from engine._cypher import escape_identifier
 from engine.matching import Candidates, KGEdge, Match
 from engine.pattern import Pattern
 
 
-def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool = True, directed: bool = False) -> str:
+def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool | str = True,
+                 directed: bool = False) -> str:
+    distinct = injective_mode(injective)
     var = {nid: f"n{i}" for i, nid in enumerate(pattern.nodes)}
     parts = []
     for e in pattern.edges:
@@ -27,14 +30,16 @@ def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool = True,
         arrow = ("-[r{i}:{alt}]->" if directed else "-[r{i}:{alt}]-").format(i=e.index, alt=alt)
         parts.append(f"({var[e.head]}:Entity){arrow}({var[e.tail]}:Entity)")
     # one MATCH: relationships distinct (Cypher's relationship isomorphism); one MATCH per edge: reusable
-    match = ("MATCH " + ", ".join(parts)) if injective else "\n".join("MATCH " + p for p in parts)
+    match = ("MATCH " + ", ".join(parts)) if distinct != "none" else "\n".join("MATCH " + p for p in parts)
     where = []
     for nid, v in var.items():
         if cands.nodes[nid] is not None:
             where.append(f"{v}.eid IN $c_{v}")
-    if injective:
+    if distinct == "nodes":
         vs = list(var.values())
         where += [f"{a} <> {b}" for i, a in enumerate(vs) for b in vs[i + 1:]]
+    elif distinct == "edges":  # distinct relationships (one MATCH); unknowns apart from the named entities
+        where += [f"{var[k.id]} <> {var[u.id]}" for k in pattern.known_nodes for u in pattern.unknown_nodes]
     terms = [f"$d_{v}[toString({v}.eid)]" for nid, v in var.items() if cands.nodes[nid] is not None]
     terms += [f"$rd{e.index}[type(r{e.index})]" for e in pattern.edges]
     gsd = " + ".join(terms) if terms else "0.0"
@@ -46,7 +51,7 @@ def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool = True,
 
 
 def oracle_matches(graph: Any, pattern: Pattern, cands: Candidates, *, limit: int = 1000,
-                   injective: bool = True, directed: bool = False) -> list[Match]:
+                   injective: bool | str = True, directed: bool = False) -> list[Match]:
     """Every isomorphic subgraph up to ``limit``, GSD ascending (duplicates of undirected self-loops removed)."""
     var = {nid: f"n{i}" for i, nid in enumerate(pattern.nodes)}
     params: dict[str, Any] = {"limit": limit}

@@ -111,12 +111,18 @@ def check_equal(got: list[Any], want: list[Any], k: int) -> None:
     assert strict_got == strict_want
 
 
-MODES = [(True, False), (False, False), (True, True), (False, True)]
+MODES = [(True, False), (False, False), ("edges", False), (True, True), (False, True), ("edges", True)]
+
+
+def reversed_edges(pattern: Pattern, m: Any) -> int:
+    """Edges of a match that run against the pattern's direction (self-loops never do)."""
+    return sum(1 for e in pattern.edges
+               if m.edges[e.index].start != m.edges[e.index].end and m.edges[e.index].start != m.nodes[e.head])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pattern=patterns(), k=st.integers(1, 6), mode=st.sampled_from(MODES), k_node=st.sampled_from([2, 4, 12]))
-def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[bool, bool], k_node: int) -> None:
+def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[Any, bool], k_node: int) -> None:
     injective, directed = mode
     ms = MatchSettings(k_node=k_node, k_rel=3, k=k, injective=injective, directed=directed, batch_size=8)
     retr = kg_engine.retriever
@@ -130,6 +136,12 @@ def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: t
     # brute force: every isomorphic subgraph, then the same (GSD) order
     want = oracle_matches(kg_engine.graph, pattern, cands, limit=100_000, injective=injective, directed=directed)
     check_equal(got, want, k)
+    # the direction tie-break is exact too: (GSD, reversed edges) of the top k equal the oracle's best k
+    pairs = [(round(m.gsd, 6), reversed_edges(pattern, m)) for m in got]
+    assert pairs == sorted(pairs)
+    assert pairs == sorted((round(m.gsd, 6), reversed_edges(pattern, m)) for m in want)[:k]
+    if directed:
+        assert all(r == 0 for _, r in pairs)
     for m in got:  # each result is a real mapping with the GSD it claims
         from engine.matching import gsd_of
 
@@ -156,6 +168,40 @@ def test_injective_vs_homomorphic(make_engine: Any) -> None:
     hom = eng.retrieve(pat, k_node=1, k_rel=1, injective=False)
     assert inj.subgraphs == []
     assert len(hom.subgraphs) == 1 and hom.subgraphs[0].mapping["UNKNOWN person 1"].name == "Solo"
+
+
+def test_edge_injective_lets_an_answer_repeat_an_intermediate_node(make_engine: Any) -> None:
+    """MetaQA's reading of "who directed the films written by the writer of X": the director may be the writer
+    himself (another relationship leads to him), the other film may not be X (that would reuse X's edge)."""
+    eng = make_engine()
+    recs = [Triple("Tokyo Story", "written_by", "Ozu", 1), Triple("Late Spring", "written_by", "Ozu", 2),
+            Triple("Late Spring", "directed_by", "Ozu", 3), Triple("Tokyo Story", "directed_by", "Ozu", 4)]
+    BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
+    pat = {"triples": [["Tokyo Story", "written_by", "UNKNOWN person 1"], ["UNKNOWN movie 2", "written_by", "UNKNOWN person 1"],
+                       ["UNKNOWN movie 2", "directed_by", "UNKNOWN person 3"]]}
+    nodes = eng.retrieve(pat, k_node=1, k_rel=1)
+    edges = eng.retrieve(pat, k_node=1, k_rel=1, injective="edges")
+    none = eng.retrieve(pat, k_node=1, k_rel=1, injective="none")
+    assert nodes.subgraphs == []
+    assert [(s.gsd, s.mapping["UNKNOWN movie 2"].name, s.mapping["UNKNOWN person 3"].name) for s in edges.subgraphs] \
+        == [(0.0, "Late Spring", "Ozu")]
+    assert {s.mapping["UNKNOWN movie 2"].name for s in none.subgraphs} == {"Late Spring", "Tokyo Story"}
+
+
+def test_direction_breaks_ties(make_engine: Any) -> None:
+    """One entity that is a film and an actor ("Jesse James"): undirected matching prefers the pattern's
+    direction among subgraphs of equal GSD; directed matching keeps only it."""
+    eng = make_engine()
+    recs = [Triple("Jesse James", "starred_actors", f"Actor {i}", i) for i in range(4)]
+    recs.append(Triple("The Last Ride", "starred_actors", "Jesse James", 9))
+    BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
+    pat = {"triples": [["UNKNOWN movie 1", "starred_actors", "Jesse James"]]}
+    und = eng.retrieve(pat, k=2, k_node=1, k_rel=1)
+    assert [s.gsd for s in und.subgraphs] == [0.0, 0.0]
+    assert und.answers[0].entity.name == "The Last Ride"
+    assert und.subgraphs[1].mapping["UNKNOWN movie 1"].name.startswith("Actor")
+    dire = eng.retrieve(pat, k=2, k_node=1, k_rel=1, directed=True)
+    assert [a.entity.name for a in dire.answers] == ["The Last Ride"]
 
 
 def test_same_name_entities_both_found(make_engine: Any) -> None:
