@@ -44,6 +44,8 @@ from engine._errors import DeadlineExceeded, PatternError, StoreError
 from engine.pattern import Pattern
 
 INF = math.inf
+#: the expansion statements carry a relationship-type alternation only for KGs with at most this many types
+ALTERNATION_MAX_CATALOG = 16
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -215,28 +217,30 @@ class Matcher:
         self.settings = settings or MatchSettings()
 
     # -- Cypher ----------------------------------------------------------------------------------------
-    def _rel_pattern(self, types: Sequence[str], forward: bool | None) -> str:
-        alt = "|".join(escape_identifier(t) for t in sorted(types))
+    def _rel_pattern(self, types: Sequence[str] | None, forward: bool | None) -> str:
+        alt = "" if not types else ":" + "|".join(escape_identifier(t) for t in sorted(types))
         if forward is None:
-            return f"-[r:{alt}]-"
-        return f"-[r:{alt}]->" if forward else f"<-[r:{alt}]-"
+            return f"-[r{alt}]-"
+        return f"-[r{alt}]->" if forward else f"<-[r{alt}]-"
 
-    def _expand_query(self, types: Sequence[str], forward: bool | None, closes: bool, filter_nodes: bool,
+    def _expand_query(self, types: Sequence[str] | None, forward: bool | None, closes: bool, filter_nodes: bool,
                       capped: bool) -> str:
         """One statement for a batch of states along one pattern edge.
 
-        The relationship types are identifiers: the caller validated them against the KG's catalog and
-        they are backtick-escaped here. Everything else is a parameter.
+        ``types`` (validated against the KG's catalog by the caller, backtick-escaped here) become a type
+        alternation in the pattern; ``None`` leaves the relationship untyped, and each row then filters by its
+        own ``s.types`` (``null``: any type). Everything else is a parameter.
         """
         rel = self._rel_pattern(types, forward)
+        type_ok = "(s.types IS NULL OR type(r) IN s.types)"
         if closes:
             return (
                 "UNWIND $states AS s\n"
                 "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity {eid: s.t})\n"
-                "WHERE type(r) IN s.types\n"
+                "WHERE " + type_ok + "\n"
                 "RETURN s.id AS sid, type(r) AS type, startNode(r) = h AS out, t.eid AS t"
             )
-        where = "WHERE type(r) IN s.types" + (" AND t.eid IN $cands" if filter_nodes else "")
+        where = "WHERE " + type_ok + (" AND t.eid IN $cands" if filter_nodes else "")
         if capped:
             return (
                 "UNWIND $states AS s\n"
@@ -349,20 +353,33 @@ class Matcher:
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]
-        # the alternation lists every candidate type of the edge (not only this batch's), so the statement's
-        # text, and with it Neo4j's cached plan, is the same for every batch; rows filter by their own type
         types = sorted(rel_c) if not wildcard_rel else all_types
         if not types:
             return
-        rows_in = []
-        for sid, (state, t) in enumerate(group):
-            row: dict[str, Any] = {"id": sid, "h": state.nodes[step.src], "types": types if t is None else [t]}
-            if step.closes:
-                row["t"] = state.nodes[step.dst]
-            rows_in.append(row)
+        # The statement's text must not depend on the candidate types: Neo4j plans every new text (300+ ms
+        # for a 64-type alternation, measured), so a per-pattern alternation would be planned on every query
+        # of a KG with thousands of types. The alternation is written only when the KG's catalog is small
+        # (few distinct texts, each planned once, and a type-selective expansion of dense nodes); otherwise,
+        # or when the edge admits every type, the relationship is untyped and each row filters by its types.
+        full = len(types) >= len(all_types)
+        alt = types if (not full and len(all_types) <= ALTERNATION_MAX_CATALOG) else None
+        # one row per state: a state popped with several of its candidate types is fetched once
+        rows_in: list[dict[str, Any]] = []
+        row_of: dict[int, int] = {}
+        for state, t in group:
+            sid = row_of.get(id(state))
+            if sid is None:
+                sid = row_of[id(state)] = len(rows_in)
+                # ``t`` is None only on a wildcard relation, whose types are the whole catalog: no filter
+                row: dict[str, Any] = {"id": sid, "h": state.nodes[step.src], "types": None if t is None else [t]}
+                if step.closes:
+                    row["t"] = state.nodes[step.dst]
+                rows_in.append(row)
+            elif rows_in[sid]["types"] is not None and t is not None:
+                rows_in[sid]["types"].append(t)
         forward = (step.forward if directed else None)
         capped = (not step.closes) and wildcard_rel and dst_c is None
-        query = self._expand_query(types, forward, step.closes, dst_c is not None, capped)
+        query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped)
         params: dict[str, Any] = {"states": rows_in}
         if dst_c is not None:
             params["cands"] = list(dst_c)
@@ -372,12 +389,14 @@ class Matcher:
         stats.queries += 1
         stats.rows += len(rows)
         stats.expansions += len(group)
-        per_state: dict[int, list[tuple[str, bool, int]]] = {}
+        per_row: dict[int, list[tuple[str, bool, int]]] = {}
         for r in rows:
-            per_state.setdefault(r["sid"], []).append((r["type"], r["out"], r["t"]))
+            per_row.setdefault(r["sid"], []).append((r["type"], r["out"], r["t"]))
         edge_key = step.edge
-        for sid, (state, _t) in enumerate(group):
-            got = per_state.get(sid, ())
+        for state, want in group:
+            got = per_row.get(row_of[id(state)], ())
+            if want is not None:
+                got = [g for g in got if g[0] == want]
             if capped and len(got) > st.degree_cap:
                 got = got[: st.degree_cap]
                 stats.truncated += 1

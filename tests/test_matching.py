@@ -121,17 +121,27 @@ def reversed_edges(pattern: Pattern, m: Any) -> int:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pattern=patterns(), k=st.integers(1, 6), mode=st.sampled_from(MODES), k_node=st.sampled_from([2, 4, 12]))
-def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[Any, bool], k_node: int) -> None:
+@given(pattern=patterns(), k=st.integers(1, 6), mode=st.sampled_from(MODES), k_node=st.sampled_from([2, 4, 12]),
+       typed=st.booleans())
+def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[Any, bool], k_node: int,
+                               typed: bool) -> None:
+    import engine.matching as matching
+
     injective, directed = mode
     ms = MatchSettings(k_node=k_node, k_rel=3, k=k, injective=injective, directed=directed, batch_size=8)
     retr = kg_engine.retriever
+    # both forms of the expansion statement: with a type alternation (small catalogs) and untyped with a
+    # per-row type filter (the form used on KGs with many relation types)
+    saved = matching.ALTERNATION_MAX_CATALOG
+    matching.ALTERNATION_MAX_CATALOG = saved if typed else 0
     try:
         cands = retr.candidates(pattern, ms, {})
         got, stats = Matcher(kg_engine.graph, ms).top_k(pattern, cands, k)
     except PatternError:
         assert any(all(not n.known for n in c.nodes.values()) for c in pattern.components())
         return
+    finally:
+        matching.ALTERNATION_MAX_CATALOG = saved
     assert not stats.deadline_hit
     # brute force: every isomorphic subgraph, then the same (GSD) order
     want = oracle_matches(kg_engine.graph, pattern, cands, limit=100_000, injective=injective, directed=directed)
