@@ -98,6 +98,9 @@ class MatchSettings:
     degree_cap: int = 10_000
     #: states popped from the queue and expanded by one Cypher query
     batch_size: int = 256
+    #: narrow an unknown node with two or more named neighbours to the entities adjacent to all of them
+    #: (one query per pattern; exact, and the search of conjunctions and stars starts from the intersection)
+    narrow: bool = True
 
     def __post_init__(self) -> None:
         for name in ("k_node", "k_rel", "k_type", "k", "degree_cap", "batch_size"):

@@ -39,11 +39,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from engine._config import MatchSettings
-from engine._cypher import escape_identifier
+from engine._cypher import cypher, escape_identifier
 from engine._errors import DeadlineExceeded, PatternError, StoreError
 from engine.pattern import Pattern
 
 INF = math.inf
+#: an unknown node's domain is narrowed by its known neighbours only when each gives at most this many entities
+DOMAIN_CAP = 50_000
 #: the expansion statements carry a relationship-type alternation only for KGs with at most this many types
 ALTERNATION_MAX_CATALOG = 16
 
@@ -176,6 +178,8 @@ class SearchStats:
     expansions: int = 0
     pushed: int = 0
     truncated: int = 0          # wildcard expansions cut at the degree cap
+    #: unknown nodes whose domain was narrowed by their known neighbours, and its size
+    narrowed: dict[str, int] = field(default_factory=dict)
     deadline_hit: bool = False
     warnings: list[str] = field(default_factory=list)
 
@@ -185,6 +189,7 @@ class SearchStats:
         self.expansions += other.expansions
         self.pushed += other.pushed
         self.truncated += other.truncated
+        self.narrowed.update(other.narrowed)
         self.deadline_hit = self.deadline_hit or other.deadline_hit
         self.warnings.extend(other.warnings)
 
@@ -279,6 +284,14 @@ class Matcher:
         st = self.settings
         stats = stats if stats is not None else SearchStats()
         deadline = deadline if deadline is not None else time.monotonic() + st.deadline_s
+        if st.narrow:
+            try:
+                cands = self._narrow(pattern, cands, deadline, stats)
+            except DeadlineExceeded:
+                stats.deadline_hit = True
+                stats.warnings.append(
+                    f"deadline of {st.deadline_s:g} s expired: results are the best found so far, not exact")
+                return
         plan = make_plan(pattern, cands)
         steps, suffix = plan.steps, plan.suffix
         edges = pattern.edges
@@ -292,6 +305,12 @@ class Matcher:
         step_node_min = [0.0 if s.closes else cands.node_min(s.dst) for s in steps]
         # a typed / known endpoint is filtered in Cypher; a wildcard endpoint with a wildcard relation is capped
         wildcard_rel = [edges[s.edge].relation is None for s in steps]
+        # an edge into a bounded set (a closing edge, or an endpoint with candidates) is fetched for all its
+        # candidate types at once: the rows are few, and each child carries its exact cost. An edge into a
+        # wildcard endpoint is split per type, so that the bound includes the type's distance and a far type's
+        # (possibly large) expansion is fetched only when the search reaches it.
+        whole = [wildcard_rel[i] or s.closes or cands.nodes[s.dst] is not None for i, s in enumerate(steps)]
+        step_rel_min = [min(d for d, _ in rels) if rels else INF for rels in step_rels]
         heap: list[tuple[float, tuple[Any, ...], int, int, Any]] = []
         counter = itertools.count()
 
@@ -305,6 +324,12 @@ class Matcher:
             if wildcard_rel[i]:
                 heapq.heappush(heap, (base, state.rev, state.key, _EXPAND, next(counter), (state, None)))
                 stats.pushed += 1
+                return
+            if whole[i]:
+                if step_rels[i]:
+                    heapq.heappush(heap, (base + step_rel_min[i], state.rev, state.key, _EXPAND, next(counter),
+                                          (state, None)))
+                    stats.pushed += 1
                 return
             for d, t in step_rels[i]:
                 heapq.heappush(heap, (base + d, state.rev, state.key + (t,), _EXPAND, next(counter), (state, t)))
@@ -370,12 +395,15 @@ class Matcher:
             sid = row_of.get(id(state))
             if sid is None:
                 sid = row_of[id(state)] = len(rows_in)
-                # ``t`` is None only on a wildcard relation, whose types are the whole catalog: no filter
-                row: dict[str, Any] = {"id": sid, "h": state.nodes[step.src], "types": None if t is None else [t]}
+                # ``t`` None: every candidate type of the edge (no filter when that is the whole catalog)
+                row: dict[str, Any] = {"id": sid, "h": state.nodes[step.src],
+                                       "types": (None if full else types) if t is None else [t]}
                 if step.closes:
                     row["t"] = state.nodes[step.dst]
                 rows_in.append(row)
-            elif rows_in[sid]["types"] is not None and t is not None:
+            elif t is None:
+                rows_in[sid]["types"] = None if full else types
+            elif rows_in[sid]["types"] is not None and rows_in[sid]["types"] is not types:
                 rows_in[sid]["types"].append(t)
         forward = (step.forward if directed else None)
         capped = (not step.closes) and wildcard_rel and dst_c is None
@@ -445,6 +473,56 @@ class Matcher:
                 rev = state.rev + (out != step.forward and start != end)
                 yield _State(state.cost + rd + node_cost, state.step + 1, nodes, edges,
                              state.key + (rtype, start, end), rev)
+
+    # -- domains -------------------------------------------------------------------------------------
+    def _narrow(self, pattern: Pattern, cands: Candidates, deadline: float, stats: SearchStats) -> Candidates:
+        """Candidates whose unknown nodes with two or more known neighbours keep only the entities adjacent
+        to a candidate of each of those neighbours (through a candidate type of the edge between them).
+
+        One query for the whole pattern. Every complete match binds such a node inside this intersection, so
+        the top-k is unchanged; what changes is the work: a conjunction or a star whose centre is unknown is
+        searched from a handful of entities instead of every neighbour of the first seed's candidates.
+        """
+        known = {n.id for n in pattern.known_nodes}
+        by_node: dict[str, list[tuple[int, str]]] = {}
+        for e in pattern.edges:
+            if e.head == e.tail:
+                continue
+            for v, u in ((e.head, e.tail), (e.tail, e.head)):
+                if v not in known and u in known and cands.nodes.get(u):
+                    by_node.setdefault(v, []).append((e.index, u))
+        targets = {v: es for v, es in by_node.items() if len(es) >= 2}
+        if not targets:
+            return cands
+        n_types = len(cands.type_names)
+        rows: list[dict[str, Any]] = []
+        owner: list[str] = []
+        for v, es in targets.items():
+            for ei, u in es:
+                rel = cands.relations[ei]
+                rows.append({"id": len(rows), "cands": list(cands.nodes[u] or ()),
+                             "types": None if len(rel) >= n_types else sorted(rel)})
+                owner.append(v)
+        res = self._run(cypher("domain_neighbours"), {"rows": rows, "cap": DOMAIN_CAP}, deadline)
+        stats.queries += 1
+        sets: dict[str, set[int] | None] = {}
+        for r in res:
+            eids = r["eids"]
+            if len(eids) >= DOMAIN_CAP:
+                continue  # capped: this neighbour does not narrow
+            v = owner[r["id"]]
+            cur = sets.get(v)
+            sets[v] = set(eids) if cur is None else (cur & set(eids))
+        if not sets:
+            return cands
+        nodes = dict(cands.nodes)
+        for v, dom in sets.items():
+            if dom is None:
+                continue
+            old = nodes[v]
+            nodes[v] = {e: 0.0 for e in dom} if old is None else {e: d for e, d in old.items() if e in dom}
+            stats.narrowed[v] = len(nodes[v] or ())
+        return Candidates(nodes, cands.relations, cands.type_names)
 
     # -- public ----------------------------------------------------------------------------------------
     def top_k(self, pattern: Pattern, cands: Candidates, k: int | None = None, *,

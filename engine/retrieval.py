@@ -251,5 +251,5 @@ class Retriever:
         exact = not stats.deadline_hit and stats.truncated == 0
         return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
-                                "pushed": stats.pushed, "truncated": stats.truncated,
+                                "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
                                 "deadline_hit": stats.deadline_hit})
