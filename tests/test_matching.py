@@ -232,3 +232,19 @@ def test_deadline_is_reported(kg_engine: Any) -> None:
     assert time.perf_counter() - t0 < 5
     assert not res.exact and res.stats["deadline_hit"]
     assert any("deadline" in w for w in res.warnings)
+
+
+def test_conjunction_narrows_the_unknown_and_stays_exact(make_engine: Any) -> None:
+    """An unknown joined to two named entities is searched only among the entities adjacent to both."""
+    eng = make_engine()
+    recs = [Triple(f"Film {i}", "starred_actors", "Ann Lee", i) for i in range(30)]
+    recs += [Triple(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
+    BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
+    pat = {"triples": [["UNKNOWN movie 1", "starred_actors", "Ann Lee"], ["UNKNOWN movie 1", "directed_by", "Bo Chan"]]}
+    on = eng.retrieve(pat, k=5, k_node=1, k_rel=1)
+    off = eng.retrieve(pat, k=5, k_node=1, k_rel=1, narrow=False)
+    assert on.stats["narrowed"] == {"UNKNOWN movie 1": 5} and off.stats["narrowed"] == {}
+    assert sorted(a.entity.name for a in on.answers) == [f"Film {i}" for i in range(25, 30)]
+    assert [(s.gsd, sorted(s.mapping.items())) for s in on.subgraphs] \
+        == [(s.gsd, sorted(s.mapping.items())) for s in off.subgraphs]
+    assert on.stats["expansions"] < off.stats["expansions"]
