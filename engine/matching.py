@@ -322,18 +322,26 @@ class Matcher:
             i = state.step
             base = state.cost + step_node_min[i] + suffix[i + 1]
             if wildcard_rel[i]:
-                heapq.heappush(heap, (base, state.rev, state.key, _EXPAND, next(counter), (state, None)))
+                heapq.heappush(heap, (base, state.rev, state.key, _EXPAND, next(counter), (state, None, -1)))
                 stats.pushed += 1
+                return
+            if not step_rels[i]:
                 return
             if whole[i]:
-                if step_rels[i]:
-                    heapq.heappush(heap, (base + step_rel_min[i], state.rev, state.key, _EXPAND, next(counter),
-                                          (state, None)))
-                    stats.pushed += 1
-                return
-            for d, t in step_rels[i]:
-                heapq.heappush(heap, (base + d, state.rev, state.key + (t,), _EXPAND, next(counter), (state, t)))
+                heapq.heappush(heap, (base + step_rel_min[i], state.rev, state.key, _EXPAND, next(counter),
+                                      (state, None, -1)))
                 stats.pushed += 1
+                return
+            push_type(state, base, 0)
+
+        def push_type(state: _State, base: float, j: int) -> None:
+            # per-type entries are pushed lazily, the next one when this one is popped: types are sorted by
+            # (distance, name), so the successor's (bound, key) never precedes its predecessor's and the order
+            # of the search, ties included, is that of pushing them all at once (1024 root candidates x 64
+            # types would be 65k entries, most never popped)
+            d, t = step_rels[state.step][j]
+            heapq.heappush(heap, (base + d, state.rev, state.key + (t,), _EXPAND, next(counter), (state, t, j)))
+            stats.pushed += 1
 
         root_c = cands.nodes[plan.root] or {}
         for eid, d in sorted(root_c.items(), key=lambda kv: (kv[1], kv[0])):
@@ -356,7 +364,11 @@ class Matcher:
             first = top[0]
             batch: list[tuple[_State, str | None]] = []
             while heap and heap[0][3] == _EXPAND and len(batch) < st.batch_size and heap[0][0] <= first + window:
-                batch.append(heapq.heappop(heap)[5])
+                state, t, j = heapq.heappop(heap)[5]
+                batch.append((state, t))
+                if j >= 0 and j + 1 < len(step_rels[state.step]):
+                    i = state.step
+                    push_type(state, state.cost + step_node_min[i] + suffix[i + 1], j + 1)
             by_step: dict[int, list[tuple[_State, str | None]]] = {}
             for state, t in batch:
                 by_step.setdefault(state.step, []).append((state, t))
