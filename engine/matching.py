@@ -243,7 +243,7 @@ class Matcher:
                 "UNWIND $states AS s\n"
                 "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity {eid: s.t})\n"
                 "WHERE " + type_ok + "\n"
-                "RETURN s.id AS sid, type(r) AS type, startNode(r) = h AS out, t.eid AS t"
+                "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.eid]) AS hits"
             )
         where = "WHERE " + type_ok + (" AND t.eid IN $cands" if filter_nodes else "")
         if capped:
@@ -252,15 +252,16 @@ class Matcher:
                 "CALL (s) {\n"
                 "  MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity)\n"
                 "  " + where + "\n"
-                "  RETURN type(r) AS type, startNode(r) = h AS out, t.eid AS t LIMIT $cap\n"
+                "  WITH type(r) AS type, startNode(r) = h AS out, t.eid AS t LIMIT $cap\n"
+                "  RETURN collect([type, out, t]) AS hits\n"
                 "}\n"
-                "RETURN s.id AS sid, type, out, t"
+                "RETURN s.id AS sid, hits"
             )
         return (
             "UNWIND $states AS s\n"
             "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity)\n"
             + where + "\n"
-            "RETURN s.id AS sid, type(r) AS type, startNode(r) = h AS out, t.eid AS t"
+            "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.eid]) AS hits"
         )
 
     def _run(self, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
@@ -313,6 +314,7 @@ class Matcher:
         step_rel_min = [min(d for d, _ in rels) if rels else INF for rels in step_rels]
         heap: list[tuple[float, tuple[Any, ...], int, int, Any]] = []
         counter = itertools.count()
+        cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]] = {}
 
         def push_state(state: _State) -> None:
             if state.step == len(steps):
@@ -375,7 +377,7 @@ class Matcher:
             try:
                 for i, group in by_step.items():
                     for child in self._expand(steps[i], group, cands, all_types, distinct, known, directed,
-                                              wildcard_rel[i], deadline, stats):
+                                              wildcard_rel[i], deadline, stats, cache):
                         push_state(child)
             except DeadlineExceeded:
                 stats.deadline_hit = True
@@ -385,8 +387,8 @@ class Matcher:
 
     def _expand(self, step: Step, group: list[tuple[_State, str | None]], cands: Candidates,
                 all_types: list[str], distinct: str, known: frozenset[str], directed: bool, wildcard_rel: bool,
-                deadline: float,
-                stats: SearchStats) -> Iterator[_State]:
+                deadline: float, stats: SearchStats,
+                cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]]) -> Iterator[_State]:
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]
@@ -400,43 +402,47 @@ class Matcher:
         # or when the edge admits every type, the relationship is untyped and each row filters by its types.
         full = len(types) >= len(all_types)
         alt = types if (not full and len(all_types) <= ALTERNATION_MAX_CATALOG) else None
-        # one row per state: a state popped with several of its candidate types is fetched once
-        rows_in: list[dict[str, Any]] = []
-        row_of: dict[int, int] = {}
-        for state, t in group:
-            sid = row_of.get(id(state))
-            if sid is None:
-                sid = row_of[id(state)] = len(rows_in)
-                # ``t`` None: every candidate type of the edge (no filter when that is the whole catalog)
-                row: dict[str, Any] = {"id": sid, "h": state.nodes[step.src],
-                                       "types": (None if full else types) if t is None else [t]}
-                if step.closes:
-                    row["t"] = state.nodes[step.dst]
-                rows_in.append(row)
-            elif t is None:
-                rows_in[sid]["types"] = None if full else types
-            elif rows_in[sid]["types"] is not None and rows_in[sid]["types"] is not types:
-                rows_in[sid]["types"].append(t)
         forward = (step.forward if directed else None)
         capped = (not step.closes) and wildcard_rel and dst_c is None
-        query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped)
-        params: dict[str, Any] = {"states": rows_in}
-        if dst_c is not None:
-            params["cands"] = list(dst_c)
-        if capped:
-            params["cap"] = st.degree_cap + 1
-        rows = self._run(query, params, deadline)
-        stats.queries += 1
-        stats.rows += len(rows)
+        # What one expansion fetches depends only on (edge, source entity, closing entity, type): states that
+        # share them (the same centre reached with different seeds) are fetched once per search, and a source
+        # popped with several of its types is one row.
+        need: dict[tuple[int, int | None], set[str | None]] = {}
+        for state, t in group:
+            h = state.nodes[step.src]
+            td = state.nodes[step.dst] if step.closes else None
+            if (step.edge, h, td, t) not in cache:
+                need.setdefault((h, td), set()).add(t)
+        if need:
+            keys = list(need)
+            rows_in: list[dict[str, Any]] = []
+            for sid, (h, td) in enumerate(keys):
+                ts = need[(h, td)]
+                # None: every candidate type of the edge (no filter when that is the whole catalog)
+                row: dict[str, Any] = {"id": sid, "h": h,
+                                       "types": (None if full else types) if None in ts else sorted(ts)}  # type: ignore[type-var]
+                if step.closes:
+                    row["t"] = td
+                rows_in.append(row)
+            query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped)
+            params: dict[str, Any] = {"states": rows_in}
+            if dst_c is not None:
+                params["cands"] = list(dst_c)
+            if capped:
+                params["cap"] = st.degree_cap + 1
+            rows = self._run(query, params, deadline)
+            stats.queries += 1
+            # one record per row (a record per relationship costs the driver ~0.1 ms each)
+            hits_of: dict[int, list[list[Any]]] = {r["sid"]: r["hits"] for r in rows}
+            for sid, (h, td) in enumerate(keys):
+                hits = hits_of.get(sid, [])
+                stats.rows += len(hits)
+                for t in need[(h, td)]:
+                    cache[(step.edge, h, td, t)] = hits if t is None else [x for x in hits if x[0] == t]
         stats.expansions += len(group)
-        per_row: dict[int, list[tuple[str, bool, int]]] = {}
-        for r in rows:
-            per_row.setdefault(r["sid"], []).append((r["type"], r["out"], r["t"]))
         edge_key = step.edge
         for state, want in group:
-            got = per_row.get(row_of[id(state)], ())
-            if want is not None:
-                got = [g for g in got if g[0] == want]
+            got = cache[(step.edge, state.nodes[step.src], state.nodes[step.dst] if step.closes else None, want)]
             if capped and len(got) > st.degree_cap:
                 got = got[: st.degree_cap]
                 stats.truncated += 1
