@@ -147,6 +147,43 @@ def test_dde_hand_computed_example():
     assert torch.equal(with_initial(5, edge_index, torch.tensor([0])), torch.cat([s0, expected], 1))
 
 
+def test_dde_mixed_rounds_follow_paths_that_change_direction():
+    # topic film 0 -> director 1 <- film 2 -> genre 3 (MetaQA stores film -> x only).
+    # F1: n1 <- {0, 2}: [.5, .5]; n3 <- {2}: [0, 1]; films get no message: [0, 0].
+    # FR (reverse round over F1, mean over out-neighbours): n0 -> {1}: [.5, .5]; n2 -> {1, 3}: [.25, .75];
+    #   n1, n3 have no out-neighbour: [0, 0]. RF (forward over R1; R1: n0 -> {1}: [0, 1], n2 -> {1, 3}: [0, 1]):
+    #   n1 <- {0, 2}: [0, 1]; n3 <- {2}: [0, 1]; films: [0, 0].
+    edge_index = torch.tensor([[0, 2, 2], [1, 1, 3]])
+    plain, mixed = DDE(), DDE(mixed=True)
+    assert mixed.mixed_sequences() == ["fr", "rf"] and mixed.out_dim == plain.out_dim + 4
+    out = mixed(4, edge_index, torch.tensor([0]))
+    assert torch.equal(out[:, :8], plain(4, edge_index, torch.tensor([0])))  # the paper's features come first
+    fr = torch.tensor([[0.5, 0.5], [0.0, 0.0], [0.25, 0.75], [0.0, 0.0]])
+    rf = torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 1.0]])
+    assert torch.equal(out[:, 8:10], fr) and torch.equal(out[:, 10:12], rf)
+    # film 2 shares the topic's director: only a mixed round gives it a topic share
+    assert float(plain(4, edge_index, torch.tensor([0]))[2, 0::2].sum()) == 0.0 and float(fr[2, 0]) > 0
+    assert DDE(3, mixed=True).mixed_sequences() == ["fr", "rf", "ffr", "frf", "frr", "rff", "rfr", "rrf"]
+    assert DDEMLP(16, dde_mixed=True).first.in_features == 4 * 16 + 2 * 12
+
+
+def test_qrgat_crossing_stacks_reach_a_film_that_shares_the_director():
+    # topic film 0 -> director 1 <- film 2 -> genre 3. The topic flag of film 0 reaches the triple
+    # (film 2, genre 3) only along 0 -> 1 <- 2: a forward hop, then a reverse one. Separate stacks never
+    # mix the two; crossing stacks do from the second layer on.
+    g = QuestionGraph(num_nodes=4, edge_index=torch.tensor([[0, 2, 2], [1, 1, 3]]), edge_rel=torch.tensor([0, 0, 1]),
+                      node_emb=torch.zeros(4, 16), has_text=torch.ones(4, dtype=torch.bool),
+                      rel_emb=torch.randn(2, 16, generator=torch.Generator().manual_seed(1)),
+                      q_emb=torch.ones(16), topic=torch.tensor([0]))
+    no_topic = dataclasses.replace(g, topic=torch.zeros(0, dtype=torch.long))  # only node 0's flag differs
+    for cross in (False, True):
+        torch.manual_seed(0)
+        model = QRGAT(16, hidden=32, heads=4, num_layers=2, cross_directions=cross).eval()
+        assert model.forward_convs[1].lin_s.in_features == (64 if cross else 32)
+        seen = not torch.allclose(model(g)[2], model(no_topic)[2])
+        assert seen == cross
+
+
 def test_dde_on_a_batch_equals_per_graph():
     graphs = [random_graph(10, 20, seed=1), random_graph(7, 5, seed=2)]
     b = batch_graphs(graphs)

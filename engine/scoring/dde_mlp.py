@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.scoring.dde import DDE
+from engine.scoring.dde import DDE, log_scale
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
 
 __all__ = ["DDEMLP"]
@@ -40,7 +40,11 @@ class DDEMLP(TripleScorer):
         hidden: hidden width (default d, as the reference).
         num_layers: number of hidden layers (default 1).
         dropout: dropout after each hidden ReLU (default 0.0: the reference has none).
-        dde_rounds / dde_reverse_rounds / include_initial: see :class:`~engine.scoring.DDE`.
+        dde_rounds / dde_reverse_rounds / include_initial / dde_mixed: see :class:`~engine.scoring.DDE`
+            (``dde_mixed`` is its ``mixed``: the direction-changing rounds a one-way KG needs).
+        dde_log: feed the MLP :func:`~engine.scoring.dde.log_scale` of the DDE (default False: the raw
+            shares, as the paper). Three hops out the raw shares are 0.001-0.01, too small for the MLP to
+            learn from in a bounded number of steps.
 
     Shapes:
         - **input:** a :class:`QuestionGraph` or :class:`BatchedGraphs` (``E`` triples in total)
@@ -56,6 +60,8 @@ class DDEMLP(TripleScorer):
         dde_rounds: int = 2,
         dde_reverse_rounds: int | None = None,
         include_initial: bool = False,
+        dde_mixed: bool = False,
+        dde_log: bool = False,
     ) -> None:
         super().__init__()
         hidden = emb_dim if hidden is None else hidden
@@ -63,9 +69,10 @@ class DDEMLP(TripleScorer):
             raise ValueError("num_layers must be >= 1")
         self._remember_config(emb_dim=emb_dim, hidden=hidden, num_layers=num_layers, dropout=dropout,
                               dde_rounds=dde_rounds, dde_reverse_rounds=dde_reverse_rounds,
-                              include_initial=include_initial)
+                              include_initial=include_initial, dde_mixed=dde_mixed, dde_log=dde_log)
         self.emb_dim = emb_dim
-        self.dde = DDE(dde_rounds, dde_reverse_rounds, include_initial)
+        self.dde = DDE(dde_rounds, dde_reverse_rounds, include_initial, mixed=dde_mixed)
+        self.dde_log = dde_log
         self.nameless = nn.Parameter(torch.empty(emb_dim))
         self.first = nn.Linear(4 * emb_dim + 2 * self.dde.out_dim, hidden)
         self.hidden_layers = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(num_layers - 1))
@@ -84,12 +91,17 @@ class DDEMLP(TripleScorer):
         emb = batch.node_emb.to(self.nameless.dtype)
         return torch.where(batch.has_text.unsqueeze(1), emb, self.nameless)
 
+    def structure(self, b: BatchedGraphs, dtype: torch.dtype) -> torch.Tensor:
+        """The DDE of every node as the MLP reads it (log-scaled with ``dde_log``): ``[N, k]``."""
+        s = self.dde(b.num_nodes, b.edge_index, b.is_topic, dtype)
+        return log_scale(s) if self.dde_log else s
+
     def forward(self, graph: QuestionGraph | BatchedGraphs) -> torch.Tensor:
         b = self._prepare(graph)
         d, k = self.emb_dim, self.dde.out_dim
         dtype = self.nameless.dtype
         x = self.node_features(b)
-        s = self.dde(b.num_nodes, b.edge_index, b.is_topic, dtype)
+        s = self.structure(b, dtype)
         w = self.first.weight
         w_q, w_h, w_r, w_t = w[:, :d], w[:, d:2 * d], w[:, 2 * d:3 * d], w[:, 3 * d:4 * d]
         w_sh, w_st = w[:, 4 * d:4 * d + k], w[:, 4 * d + k:]
@@ -114,7 +126,7 @@ class DDEMLP(TripleScorer):
         """The literal MLP input ``[E, 4d + 2k]`` (for inspection and tests; ``forward`` never builds it)."""
         b = self._prepare(graph)
         x = self.node_features(b)
-        s = self.dde(b.num_nodes, b.edge_index, b.is_topic, x.dtype)
+        s = self.structure(b, x.dtype)
         head, tail = b.edge_index[0], b.edge_index[1]
         return torch.cat([b.q_emb.to(x.dtype)[b.triple_batch], x[head], b.rel_emb.to(x.dtype)[b.edge_rel], x[tail],
                           s[head], s[tail]], dim=1)

@@ -141,6 +141,12 @@ class QRGAT(TripleScorer):
           vector, as in GAT/GATv2, which the paper builds on; without it a node's own text never reaches its
           representation (the scorer sees ``h_h`` and ``h_t``, not ``e_h`` and ``e_t``).
         - no residual connection and no nonlinearity between layers (none is stated).
+        - ``cross_directions=False``: the two stacks run apart and meet only in ``h = [h-> || h<-]``. With
+          ``True`` every layer after the first reads both stacks' previous outputs (``[h-> || h<-]``), so a
+          path that changes direction is followed: on a KG that stores one direction only (MetaQA:
+          film -> director) the films sharing the topic film's director are two hops away along
+          ``topic -> director <- film``, which neither stack alone can walk. The paper's Freebase pools store
+          a relation and its inverse, so its stacks need no crossing there.
 
     Ablations (paper §5, Table 5): ``query_init=False`` removes ``q`` from ``h^(0)``, ``query_attn=False``
     the bilinear attention term, ``query_score=False`` the ``q`` in the scorer.
@@ -168,6 +174,8 @@ class QRGAT(TripleScorer):
         positional: Literal["topic", "dde", "none"] = "topic",
         dde_rounds: int = 2,
         add_self_loops: bool = True,
+        cross_directions: bool = False,
+        dde_mixed: bool = False,
         query_init: bool = True,
         query_attn: bool = True,
         query_score: bool = True,
@@ -183,17 +191,18 @@ class QRGAT(TripleScorer):
         self._remember_config(emb_dim=emb_dim, hidden=hidden, num_layers=num_layers, heads=heads, dropout=dropout,
                               attn_dropout=attn_dropout, score_hidden=score_hidden, negative_slope=negative_slope,
                               positional=positional, dde_rounds=dde_rounds, add_self_loops=add_self_loops,
-                              query_init=query_init, query_attn=query_attn, query_score=query_score)
+                              cross_directions=cross_directions, dde_mixed=dde_mixed, query_init=query_init, query_attn=query_attn, query_score=query_score)
         self.emb_dim, self.hidden = emb_dim, hidden
         self.positional = positional
         self.query_init, self.query_score = query_init, query_score
-        self.dde = DDE(dde_rounds, include_initial=True) if positional == "dde" else None
+        self.cross_directions = cross_directions
+        self.dde = DDE(dde_rounds, include_initial=True, mixed=dde_mixed) if positional == "dde" else None
         self.pos_dim = {"topic": 2, "dde": self.dde.out_dim if self.dde else 0, "none": 0}[positional]
         in_dim = emb_dim + (emb_dim if query_init else 0) + self.pos_dim
 
         def stack() -> nn.ModuleList:
             return nn.ModuleList(
-                QRGATConv(in_dim if i == 0 else hidden, emb_dim, emb_dim, heads, hidden // heads,
+                QRGATConv(in_dim if i == 0 else (2 * hidden if cross_directions else hidden), emb_dim, emb_dim, heads, hidden // heads,
                           negative_slope, attn_dropout, query_attn)
                 for i in range(num_layers))
 
@@ -271,20 +280,24 @@ class QRGAT(TripleScorer):
         q = b.q_emb.to(x.dtype)
 
         attention: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"forward": [], "reverse": []}
-        outputs = []
-        for name, convs, ei, (z_s, z_t) in (("forward", self.forward_convs, edge_index, z[0:2]),
-                                            ("reverse", self.reverse_convs, edge_index.flip(0), z[2:4])):
-            h: torch.Tensor | tuple[torch.Tensor, torch.Tensor] = (z_s, z_t)
-            for i, conv in enumerate(convs):
-                if i:
-                    h = self.dropout(h)  # type: ignore[arg-type]
-                res = conv(h, ei, edge_rel, rel_emb, rel_batch, q, return_attention=return_attention)
-                if return_attention:
-                    h, alpha = res
-                    attention[name].append((ei, alpha))
+        stacks = (("forward", self.forward_convs, edge_index), ("reverse", self.reverse_convs, edge_index.flip(0)))
+        # layer 0 reads the projections of h^(0); later layers the previous output (of both stacks if crossing)
+        inputs: list[torch.Tensor | tuple[torch.Tensor, torch.Tensor]] = [(z[0], z[1]), (z[2], z[3])]
+        outputs: list[torch.Tensor] = []
+        for i in range(len(self.forward_convs)):
+            if i:
+                if self.cross_directions:
+                    both = self.dropout(torch.cat(outputs, dim=1))
+                    inputs = [both, both]
                 else:
-                    h = res
-            outputs.append(h)
+                    inputs = [self.dropout(h) for h in outputs]
+            outputs = []
+            for (name, convs, ei), h in zip(stacks, inputs):
+                res = convs[i](h, ei, edge_rel, rel_emb, rel_batch, q, return_attention=return_attention)
+                if return_attention:
+                    res, alpha = res
+                    attention[name].append((ei, alpha))
+                outputs.append(res)
         logits = self._score(torch.cat(outputs, dim=1), b, x.dtype)
         return (logits, attention) if return_attention else logits
 
