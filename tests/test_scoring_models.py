@@ -256,6 +256,35 @@ def test_ddemlp_blockwise_first_layer_equals_the_literal_mlp():
     assert torch.allclose(model(g), model.forward_dense(g), atol=1e-5)
 
 
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_entity_table_gives_the_same_logits(name):
+    # a table of 50 entity vectors; the graphs' nodes are rows of it (some nameless)
+    table = torch.randn(50, 16, generator=torch.Generator().manual_seed(3))
+    graphs = []
+    for seed in (1, 2):
+        g = random_graph(seed=seed)
+        rows = torch.randperm(50, generator=torch.Generator().manual_seed(seed))[:g.num_nodes]
+        graphs.append(dataclasses.replace(g, node_emb=table[rows], node_rows=rows))
+    b = batch_graphs(graphs)
+    for config in ({}, {"include_initial": True, "dde_mixed": True, "dde_log": True} if name == "ddemlp" else
+                   {"positional": "dde", "cross_directions": True}):
+        torch.manual_seed(0)
+        model = (DDEMLP(16, hidden=24, **config) if name == "ddemlp" else QRGAT(16, hidden=32, **config)).eval()
+        plain = model(b)
+        model.attach_entity_table(table)
+        assert model._table_terms(b) is not None
+        assert torch.allclose(model(b), plain, atol=1e-5)
+        for g in graphs:  # a single question as well
+            assert torch.allclose(model(g), model(dataclasses.replace(g, node_rows=None)), atol=1e-5)
+        # a weight change makes the table stale: it is ignored, not used
+        with torch.no_grad():
+            next(model.parameters()).add_(0.5)
+        assert model._table_terms(b) is None
+        model.attach_entity_table(table)
+        model.train()
+        assert model._entity_table is None
+
+
 def test_qrgat_blockwise_first_layer_equals_the_literal_input():
     torch.manual_seed(0)
     for positional in ("topic", "dde", "none"):

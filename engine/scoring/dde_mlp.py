@@ -100,14 +100,20 @@ class DDEMLP(TripleScorer):
         b = self._prepare(graph)
         d, k = self.emb_dim, self.dde.out_dim
         dtype = self.nameless.dtype
-        x = self.node_features(b)
         s = self.structure(b, dtype)
         w = self.first.weight
         w_q, w_h, w_r, w_t = w[:, :d], w[:, d:2 * d], w[:, 2 * d:3 * d], w[:, 3 * d:4 * d]
         w_sh, w_st = w[:, 4 * d:4 * d + k], w[:, 4 * d + k:]
-        # One matmul for both roles of every node: [N, d + k] -> [N, 2 * hidden].
-        w_node = torch.cat([torch.cat([w_h, w_sh], 1), torch.cat([w_t, w_st], 1)], 0)
-        node = F.linear(torch.cat([x, s], 1), w_node)
+        text = self._table_terms(b)
+        if text is None:
+            # One matmul for both roles of every node: [N, d + k] -> [N, 2 * hidden].
+            w_node = torch.cat([torch.cat([w_h, w_sh], 1), torch.cat([w_t, w_st], 1)], 0)
+            node = F.linear(torch.cat([self.node_features(b), s], 1), w_node)
+        else:
+            # text terms from the entity table (the shared vector's where there is no text) + the DDE terms
+            nameless = F.linear(self.nameless, torch.cat([w_h, w_t], 0))
+            node = torch.where(b.has_text.unsqueeze(1), text, nameless)
+            node = node.add_(F.linear(s, torch.cat([w_sh, w_st], 0))) if k else node
         as_head, as_tail = node.chunk(2, dim=1)
         # Each relation row belongs to one question, so the query term (and the bias) folds into it.
         query = F.linear(b.q_emb.to(dtype), w_q, self.first.bias)
@@ -115,6 +121,11 @@ class DDEMLP(TripleScorer):
         head, tail = b.edge_index[0], b.edge_index[1]
         h = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, b.edge_rel))
         return self._rest(h)
+
+    def entity_terms(self, emb: torch.Tensor) -> torch.Tensor:
+        """``[W_h e || W_t e]``: an entity's text term in the head and the tail role, ``[M, 2 * hidden]``."""
+        d, w = self.emb_dim, self.first.weight
+        return F.linear(emb, torch.cat([w[:, d:2 * d], w[:, 3 * d:4 * d]], 0))
 
     def _rest(self, h: torch.Tensor) -> torch.Tensor:
         h = self.dropout(F.relu_(h))  # h is always a fresh tensor here

@@ -32,6 +32,9 @@ class QuestionGraph:
         - **q_emb** ``[d]``
         - **topic** ``[T]`` long, local indices of the topic (anchor) entities
         - **labels** ``[E]`` float 0/1 targets, or None
+        - **node_rows** ``[N]`` long rows of the entity table attached to the model
+          (:meth:`TripleScorer.attach_entity_table`), or None; with both, an eval-mode model reads each
+          node's text term from the table instead of projecting ``node_emb`` again
     """
 
     num_nodes: int
@@ -43,6 +46,7 @@ class QuestionGraph:
     q_emb: torch.Tensor
     topic: torch.Tensor
     labels: torch.Tensor | None = None
+    node_rows: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -71,6 +75,9 @@ class QuestionGraph:
             _check(int(self.topic.min()) >= 0 and int(self.topic.max()) < n, f"topic values must lie in [0, {n})")
         if self.labels is not None:
             _check(tuple(self.labels.shape) == (e,), f"labels must be [E={e}], got {tuple(self.labels.shape)}")
+        if self.node_rows is not None:
+            _check(tuple(self.node_rows.shape) == (n,) and not self.node_rows.is_floating_point(),
+                   f"node_rows must be an integer tensor [N={n}]")
 
 
 @dataclass
@@ -86,6 +93,7 @@ class BatchedGraphs:
         - **rel_emb** ``[R, d]``, **rel_batch** ``[R]``
         - **q_emb** ``[B, d]``, **topic** ``[T]`` (global node indices)
         - **node_ptr**, **edge_ptr** ``[B + 1]`` offsets; **labels** ``[E]`` or None
+        - **node_rows** ``[N]`` entity-table rows, or None (see :class:`QuestionGraph`)
     """
 
     num_graphs: int
@@ -104,6 +112,7 @@ class BatchedGraphs:
     node_ptr: torch.Tensor
     edge_ptr: torch.Tensor
     labels: torch.Tensor | None = None
+    node_rows: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -167,6 +176,8 @@ def batch_graphs(graphs: Sequence[QuestionGraph], device: torch.device | str | N
         node_ptr=torch.tensor([0, *torch.tensor(node_counts).cumsum(0).tolist()], device=dev),
         edge_ptr=torch.tensor([0, *torch.tensor(edge_counts).cumsum(0).tolist()], device=dev),
         labels=_cat([g.labels.float() for g in graphs]) if all(with_labels) else None,  # type: ignore[union-attr]
+        node_rows=(_cat([g.node_rows.long() for g in graphs])  # type: ignore[union-attr]
+                   if all(g.node_rows is not None for g in graphs) else None),
     )
     return out.to(device) if device is not None else out
 
@@ -179,9 +190,47 @@ class TripleScorer(nn.Module):
     """
 
     _config: dict[str, Any]
+    _entity_table: tuple[torch.Tensor, tuple[int, ...]] | None = None
 
     def _remember_config(self, **kwargs: Any) -> None:
         self._config = dict(kwargs)
+
+    # -- entity table: the question-independent part of the first layer, once per entity ------------------
+    def entity_terms(self, emb: torch.Tensor) -> torch.Tensor:
+        """The first layer's terms of entity text vectors ``[M, d] -> [M, P]`` (no question, no structure)."""
+        raise NotImplementedError
+
+    def _weights_version(self) -> tuple[int, ...]:
+        return tuple(p._version for p in self.parameters())
+
+    @torch.no_grad()
+    def attach_entity_table(self, emb: torch.Tensor | None) -> None:
+        """Project a table of entity text vectors ``[M, d]`` once (:meth:`entity_terms`), for graphs whose
+        ``node_rows`` index it. Entity text terms do not depend on the question, so an eval-mode forward then
+        gathers them instead of multiplying every node's ``d``-dim vector again (the largest matmul of both
+        models). The numbers are the same. The table is dropped by ``train()`` and ignored once any weight
+        changes (an optimizer step, ``load_state_dict``); ``None`` detaches it."""
+        if emb is None:
+            self._entity_table = None
+            return
+        param = next(self.parameters())
+        table = self.entity_terms(emb.to(device=param.device, dtype=param.dtype))
+        self._entity_table = (table, self._weights_version())
+
+    def _table_terms(self, b: BatchedGraphs) -> torch.Tensor | None:
+        """The attached table's rows for ``b``'s nodes, when usable (eval mode, rows given, weights unchanged)."""
+        if self._entity_table is None or b.node_rows is None or self.training:
+            return None
+        table, version = self._entity_table
+        if version != self._weights_version():
+            self._entity_table = None
+            return None
+        return table.index_select(0, b.node_rows)
+
+    def train(self, mode: bool = True) -> TripleScorer:
+        if mode:
+            self._entity_table = None
+        return super().train(mode)
 
     @property
     def config(self) -> dict[str, Any]:

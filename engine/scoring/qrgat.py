@@ -251,12 +251,24 @@ class QRGAT(TripleScorer):
             return [lin(h0) for lin in lins]
         d = self.emb_dim
         w = torch.cat([lin.weight for lin in lins], 0)  # [4 * hidden, in_dim]
-        w_node = torch.cat([w[:, :d], w[:, w.shape[1] - self.pos_dim:]], 1)
-        z = F.linear(torch.cat([x, p], 1), w_node)
+        w_pos = w[:, w.shape[1] - self.pos_dim:]
+        text = self._table_terms(b)
+        if text is None:
+            z = F.linear(torch.cat([x, p], 1), torch.cat([w[:, :d], w_pos], 1))
+        else:
+            # text terms from the entity table (the shared vector's where there is no text) + the position terms
+            z = torch.where(b.has_text.unsqueeze(1), text, F.linear(self.nameless, w[:, :d]))
+            z = z.add_(F.linear(p, w_pos)) if self.pos_dim else z
         if self.query_init:
             zq = F.linear(q, w[:, d:2 * d])
             z = z.add_(zq) if b.num_graphs == 1 else z.add_(zq.index_select(0, b.node_batch))
         return list(z.chunk(4, dim=1))
+
+    def entity_terms(self, emb: torch.Tensor) -> torch.Tensor:
+        """An entity's text term in the four first-layer projections (``W_s``, ``W_t`` of both stacks),
+        ``[M, 4 * hidden]``."""
+        lins = [m for conv in (self.forward_convs[0], self.reverse_convs[0]) for m in (conv.lin_s, conv.lin_t)]
+        return F.linear(emb, torch.cat([lin.weight[:, :self.emb_dim] for lin in lins], 0))
 
     # -- forward ------------------------------------------------------------------------------------------
 

@@ -195,6 +195,7 @@ class PreparedSet:
             q_emb=torch.from_numpy(self.q_emb[ex["q"]]),
             topic=torch.as_tensor(ex["topic"], dtype=torch.long),
             labels=labels,
+            node_rows=torch.from_numpy(rows),
         )
 
     def subset(self, idx: Sequence[int]) -> PreparedSet:
@@ -455,12 +456,16 @@ def score_examples(model: Any, data: PreparedSet, examples: Sequence[dict[str, A
                    device: Any = "cpu", select: bool = False) -> list[tuple[np.ndarray, float, float]]:
     """``[(logits [E], wall ms, cpu ms)]`` per example, one question per forward pass (as at query time), in
     eval mode. The time covers the scoring step given the fetched neighbourhood and cached features: building
-    the graph's tensors, the forward pass, the sigmoid and (``select=True``) the adaptive top-p selection."""
+    the graph's tensors, the forward pass, the sigmoid and (``select=True``) the adaptive top-p selection.
+    The entity text terms come from the model's entity table over ``data.node_vecs`` (projected once here,
+    before the clock starts, as a feature cache is filled once per process)."""
     import torch
 
     from engine.scoring.select import adaptive_top_p
 
     model.eval()
+    if hasattr(model, "attach_entity_table"):
+        model.attach_entity_table(torch.from_numpy(data.node_vecs))
     out = []
     with torch.inference_mode():
         for ex in (data.examples if examples is None else examples):
