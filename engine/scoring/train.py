@@ -55,8 +55,14 @@ _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 #: model settings train_scorer starts from (``model_config`` overrides them). DDE with s^(0), the topic
 #: one-hot itself (the paper's formula; SubgraphRAG's code leaves it out): on a KG whose relations all point
 #: one way (MetaQA: film -> person, film -> year) the propagated rounds alone cannot tell the topic film from
-#: the other films around it, and the model learns nothing.
-DEFAULT_MODEL_CONFIG: dict[str, dict[str, Any]] = {"dde_mlp": {"include_initial": True}, "qrgat": {}}
+#: the other films around it, and the model learns nothing. On such a KG multi-hop questions also walk paths
+#: that change direction (topic -> director <- film): the mixed DDE rounds and crossing QR-GAT stacks follow
+#: them, and log-scaled DDE shares stay readable three hops out. On a KG that stores inverses (Freebase) they
+#: add features the model may ignore.
+DEFAULT_MODEL_CONFIG: dict[str, dict[str, Any]] = {
+    "dde_mlp": {"include_initial": True, "dde_mixed": True, "dde_log": True},
+    "qrgat": {"cross_directions": True},
+}
 CACHE_FORMAT = "isorag-scorer-cache/1"
 
 
