@@ -1,6 +1,9 @@
-// Triples of one relationship type ({rel_type} is validated and escaped by the caller).
-UNWIND $rows AS row
-MATCH (h:Entity {eid: row.h})
+// The triples of a batch, grouped by head entity, all relationship types in one statement.
+// row.type is a dynamic relationship type (Neo4j 5.26+); the caller has validated every type against
+// [A-Za-z_][A-Za-z0-9_]* and the reserved types, and the original relation name goes into r.name.
+UNWIND $groups AS g
+MATCH (h:Entity {eid: g.h})
+UNWIND g.rels AS row
 MATCH (t:Entity {eid: row.t})
-MERGE (h)-[r{rel_type}]->(t)
-  ON CREATE SET r.name = $name
+MERGE (h)-[r:$(row.type)]->(t)
+  ON CREATE SET r.name = row.name

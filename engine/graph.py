@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from engine._config import Neo4jSettings, check_kg_name
-from engine._cypher import cypher, escape_identifier, render
+from engine._cypher import cypher
 from engine._errors import StoreError, StoreUnavailableError, UnknownRelationError
 
 _DRIVERS: dict[tuple[str, str, str], Any] = {}
 _DRIVERS_LOCK = threading.Lock()
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
+_REL_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Relationship types the engine uses for its own bookkeeping; never a KG relation.
 RESERVED_TYPES = frozenset({"IS_A"})
 
@@ -220,7 +221,8 @@ class GraphStore:
         return [r.data() for r in res.records], res.summary.counters
 
     def merge_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
-        """MERGE a batch of entities; returns (created, {eid: stored name})."""
+        """MERGE a batch of entities; returns (created, {eid: stored name} of those whose stored name
+        differs from the row's ``name``; every other entity of the batch is stored under the row's name)."""
         if not rows:
             return 0, {}
         out, counters = self._write_rows(cypher("merge_entities"), rows=list(rows), kg=self.kg)
@@ -244,13 +246,23 @@ class GraphStore:
         self._catalog = None
         return n
 
-    def merge_relationships(self, rel_type: str, name: str, rows: Sequence[Mapping[str, Any]]) -> int:
-        if not rows:
+    def merge_relationships(self, groups: Sequence[Mapping[str, Any]]) -> int:
+        """MERGE a batch of triples in one statement, whatever their relationship types.
+
+        ``groups``: ``[{"h": head eid, "rels": [{"t": tail eid, "type": rel type, "name": relation}]}]``.
+        Types are checked here (identifiers, never a reserved type) before they reach Cypher.
+        """
+        if not groups:
             return 0
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", rel_type) or rel_type in RESERVED_TYPES:
-            raise UnknownRelationError(f"not a valid relationship type: {rel_type!r}")
-        q = render("merge_relationships", rel_type=":" + escape_identifier(rel_type))
-        return self.write(q, rows=list(rows), name=name).relationships_created
+        seen: set[str] = set()
+        for g in groups:
+            for r in g["rels"]:
+                t = r["type"]
+                if t not in seen:
+                    if not _REL_TYPE.fullmatch(t) or t in RESERVED_TYPES:
+                        raise UnknownRelationError(f"not a valid relationship type: {t!r}")
+                    seen.add(t)
+        return self.write(cypher("merge_relationships"), groups=list(groups)).relationships_created
 
     # -- reads --------------------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:

@@ -1,19 +1,23 @@
 """Bulk load of a triple stream into Neo4j and Milvus.
 
-Per batch (one round trip per statement, never per row): MERGE the entities, the relation catalog and the
-typed relationships; then embed whatever entity, relation or type of the batch has no vector in Milvus yet
-and upsert those vectors under the same ids. Everything is keyed by stable ids (:func:`engine.graph.stable_id`),
-every write is a MERGE or an upsert, and the "what still needs a vector" question is asked of Milvus itself,
-so loading a file twice adds nothing and a load killed at any point completes when run again.
+Per batch (one round trip per statement, never per row): MERGE the entities, the relation catalog (only for
+relation names this load has not merged yet) and the batch's typed relationships, all types in one statement;
+meanwhile, on the calling thread, embed whatever entity, relation or type of an earlier batch has no vector
+in Milvus yet and write those vectors under the same ids. Everything is keyed by stable ids
+(:func:`engine.graph.stable_id`), every write is a MERGE, an insert of a pk never written or an upsert, and
+the "what still needs a vector" question is asked of Milvus itself (or, for collections this load created,
+of the pks written through it), so loading a file twice adds nothing and a load killed at any point
+completes when run again.
 """
 
 from __future__ import annotations
 
+import queue
 import re
 import sys
+import threading
 import time
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -110,16 +114,34 @@ def _count_lines(path: Path) -> int | None:
     return n
 
 
+class _Failed:
+    """An exception raised in the graph thread, handed to the embedding side."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 class BulkLoader:
-    """Loads record streams into a KG; one instance per (graph, vectors, embedder)."""
+    """Loads record streams into a KG; one instance per (graph, vectors, embedder).
+
+    Two stages run at once: a graph thread parses the source and writes each batch to Neo4j (one
+    statement for the batch's entities, one for all its triples whatever their relationship types),
+    while the calling thread embeds the batch's new names and inserts their vectors into Milvus.
+    Neo4j works in its own process and the embedder releases the GIL, so the two overlap; the graph
+    thread runs at most ``ahead`` batches in front of the embeddings (memory stays flat).
+    """
 
     def __init__(self, graph: GraphStore, vectors: Any, embedder: Any, *, batch_size: int = 10_000,
-                 progress: bool = True) -> None:
+                 progress: bool = True, ahead: int = 8, embed_batch_size: int = 64) -> None:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.kg = graph.kg
         self.batch_size = batch_size
         self.progress = progress
+        self.ahead = max(1, ahead)
+        # rows per embedding call: short names run fastest in small batches on 2 cores (benchmarks/embed.py)
+        self.embed_batch_size = embed_batch_size
         self._relations: dict[str, tuple[int, str]] = {}  # name -> (rid, type); a KG has few relation names
+        self._merged_relations: set[str] = set()  # relation names whose catalog node this loader has merged
 
     # -- graph stage -------------------------------------------------------------------------------
     def _relation(self, name: str) -> tuple[int, str]:
@@ -132,48 +154,56 @@ class BulkLoader:
     def _write_graph(self, batch: Sequence[Triple | EntityRecord], summary: LoadSummary) -> dict[str, Any]:
         t0 = time.perf_counter()
         kg = self.kg
-        ents: dict[int, dict[str, Any]] = {}
+        eid_of: dict[str, int] = {}  # key -> eid for this batch (a key recurs in many triples)
+        ents: list[dict[str, Any]] = []
         records: dict[int, dict[str, Any]] = {}
-        by_type: dict[tuple[str, str], list[dict[str, int]]] = {}
+        groups: dict[int, list[dict[str, Any]]] = {}  # head eid -> its triples of this batch
         types: dict[str, list[int]] = {}
         rel_names: set[str] = set()
         for rec in batch:
             if isinstance(rec, Triple):
-                for key in (rec.head, rec.tail):
-                    eid = entity_id(kg, key)
-                    if eid not in ents:
-                        ents[eid] = {"eid": eid, "key": key, "name": default_name(key), "types": []}
-                rid, rtype = self._relation(rec.relation)
+                h = eid_of.get(rec.head)
+                if h is None:
+                    h = eid_of[rec.head] = entity_id(kg, rec.head)
+                    ents.append({"eid": h, "key": rec.head, "name": default_name(rec.head), "types": []})
+                t = eid_of.get(rec.tail)
+                if t is None:
+                    t = eid_of[rec.tail] = entity_id(kg, rec.tail)
+                    ents.append({"eid": t, "key": rec.tail, "name": default_name(rec.tail), "types": []})
+                _, rtype = self._relation(rec.relation)
                 rel_names.add(rec.relation)
-                by_type.setdefault((rtype, rec.relation), []).append(
-                    {"h": entity_id(kg, rec.head), "t": entity_id(kg, rec.tail)})
+                groups.setdefault(h, []).append({"t": t, "type": rtype, "name": rec.relation})
             else:
                 eid = entity_id(kg, rec.key)
                 row = records.setdefault(eid, {"eid": eid, "key": rec.key, "name": None, "types": []})
                 if rec.name:
                     row["name"] = rec.name
-                for t in rec.types:
-                    if t not in row["types"]:
-                        row["types"].append(t)
-                    types.setdefault(t, []).append(eid)
+                for ty in rec.types:
+                    if ty not in row["types"]:
+                        row["types"].append(ty)
+                    types.setdefault(ty, []).append(eid)
         g = self.graph
-        created, names = g.merge_entities(list(ents.values()))
+        created, stored = g.merge_entities(ents)
         summary.entities_created += created
+        names = {e["eid"]: e["name"] for e in ents}
+        names.update(stored)  # a name set earlier by a label record is the one to embed
         created, renamed_names = g.update_entities(list(records.values()))
         summary.entities_created += created
         names.update(renamed_names)
-        if rel_names:
-            new = g.merge_relation_types(
-                [{"rid": self._relations[n][0], "name": n, "type": self._relations[n][1]} for n in sorted(rel_names)])
-            summary.relations_created += new
-        for (rtype, name), rows in by_type.items():
-            summary.relationships_created += g.merge_relationships(rtype, name, rows)
+        new_rels = sorted(rel_names - self._merged_relations)
+        if new_rels:
+            summary.relations_created += g.merge_relation_types(
+                [{"rid": self._relations[n][0], "name": n, "type": self._relations[n][1]} for n in new_rels])
+            self._merged_relations.update(new_rels)
+        if groups:
+            summary.relationships_created += g.merge_relationships(
+                [{"h": h, "rels": rels} for h, rels in groups.items()])
         if types:
             summary.types_created += g.merge_entity_types(
-                [{"tid": type_id(kg, t), "name": t, "eids": eids} for t, eids in types.items()])
+                [{"tid": type_id(kg, ty), "name": ty, "eids": eids} for ty, eids in types.items()])
         summary.graph_s += time.perf_counter() - t0
         renamed = [r["eid"] for r in records.values() if r["name"]]
-        return {"eids": list(ents.keys() | records.keys()), "renamed": renamed, "names": names,
+        return {"eids": list(names), "renamed": renamed, "names": names,
                 "rels": sorted(rel_names), "types": sorted(types)}
 
     # -- vector stage -------------------------------------------------------------------------------
@@ -185,13 +215,13 @@ class BulkLoader:
         have = v.existing_ids("entities", eids) if eids else set()
         todo = set(eids) - have
         todo.update(info["renamed"])
-        stored = info["names"]  # what Neo4j holds for each entity of the batch, returned by the MERGE
+        stored = info["names"]  # what Neo4j holds for each entity of the batch
         names = {eid: stored.get(eid) or "" for eid in sorted(todo)}
         summary.vector_s += time.perf_counter() - t0
         if names:
             ids = list(names)
             t1 = time.perf_counter()
-            vecs = self.embedder.encode([names[i] for i in ids])
+            vecs = self.embedder.encode([names[i] for i in ids], batch_size=self.embed_batch_size)
             summary.embed_s += time.perf_counter() - t1
             t2 = time.perf_counter()
             v.upsert("entities", ids, vecs)
@@ -207,9 +237,11 @@ class BulkLoader:
             miss = [(i, n) for i, n in zip(ids, items) if i not in have]
             if miss:
                 t1 = time.perf_counter()
-                vecs = self.embedder.encode([n for _, n in miss])
+                vecs = self.embedder.encode([n for _, n in miss], batch_size=self.embed_batch_size)
                 summary.embed_s += time.perf_counter() - t1
+                t2 = time.perf_counter()
                 v.upsert(kind, [i for i, _ in miss], vecs, names=[n for _, n in miss])
+                summary.vector_s += time.perf_counter() - t2
                 if kind == "relations":
                     summary.embedded_relations += len(miss)
                 else:
@@ -227,23 +259,44 @@ class BulkLoader:
         gbar = tqdm(total=total_lines, desc="graph  (records)", unit="rec", disable=disable, file=sys.stderr,
                     dynamic_ncols=True)
         ebar = tqdm(desc="embed  (entities)", unit="ent", disable=disable, file=sys.stderr, dynamic_ncols=True)
-        pending: dict[str, Any] | None = None
-        # the graph write of batch i overlaps the embedding of batch i-1 (Neo4j works in its own process)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="isorag-graph") as pool:
+        handoff: queue.Queue[Any] = queue.Queue(maxsize=self.ahead)
+        stop = threading.Event()
+
+        def graph_stage() -> None:
             try:
                 for batch in _batches(records, self.batch_size):
+                    if stop.is_set():
+                        return
                     summary.records += len(batch)
                     summary.triples += sum(1 for r in batch if isinstance(r, Triple))
-                    fut = pool.submit(self._write_graph, batch, summary)
-                    if pending is not None:
-                        self._embed(pending, summary, ebar)
-                    pending = fut.result()
+                    info = self._write_graph(batch, summary)
                     gbar.update(len(batch))
-                if pending is not None:
-                    self._embed(pending, summary, ebar)
-            finally:
-                gbar.close()
-                ebar.close()
+                    handoff.put(info)  # waits while `ahead` batches wait for their vectors
+            except BaseException as e:  # noqa: BLE001 - re-raised by the embedding side
+                handoff.put(_Failed(e))
+                return
+            handoff.put(None)
+
+        worker = threading.Thread(target=graph_stage, name="isorag-graph", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = handoff.get()
+                if item is None:
+                    break
+                if isinstance(item, _Failed):
+                    raise item.exc
+                self._embed(item, summary, ebar)
+        finally:
+            stop.set()
+            while worker.is_alive():  # let a graph stage blocked on a full hand-off see the stop
+                try:
+                    handoff.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            worker.join()
+            gbar.close()
+            ebar.close()
         t0 = time.perf_counter()
         self.vectors.finalize()
         summary.vector_s += time.perf_counter() - t0
