@@ -40,9 +40,7 @@ def graph_only_run(args: argparse.Namespace, neo: str) -> dict[str, Any]:
     if args.limit:
         records = itertools.islice(records, args.limit)
     t0 = time.perf_counter()
-    for batch in iter(lambda: list(itertools.islice(records, args.batch_size)), []):
-        summary.triples += len(batch)
-        loader._write_graph(batch, summary)
+    loader.load_records(records, summary)
     wall = time.perf_counter() - t0
     g.drop()
     print(f"graph only: {summary.triples:,} triples in {wall:.1f} s", flush=True)
