@@ -23,7 +23,11 @@ from the protobuf response (pymilvus' ``SearchResult`` builds a Python object pe
 
 Consistency: search and get_vectors use "Session" (this process sees its own writes, others do
 not wait); existing_ids and count use "Strong".  For a collection this store created, existing_ids
-is answered from the pks written through it (no query: a first load never waits for Milvus).  Reading needs the collection loaded, which
+is answered from the pks written through it (no query: a first load never waits for Milvus), and
+upsert inserts the pks never written through it (no delete records, so the index is built once).
+Two processes loading one KG at the same time could then store a pk twice: load a KG from one
+process at a time (a load resumed after a kill is safe: the collection is not its own, so it
+asks Milvus and upserts).  Reading needs the collection loaded, which
 needs an index: existing_ids / count / get_vectors create the index and load on first use.
 """
 
