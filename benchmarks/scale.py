@@ -297,6 +297,9 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for r in big:
         ax.plot([r["edges"]], [r["runs"]["k1024"]["p50_ms"]["total"]], "r*", markersize=14,
                 label="total p50, k(n)=1024")
+    # the targets: p50 at most 200 ms at 1M edges (k(n)=64), 750 ms at 10M edges (k(n)=1024, SimGRAG's figure)
+    ax.plot([1_000_000], [200], "kv", markersize=9, fillstyle="none", label="target p50 at 1M, k(n)=64")
+    ax.plot([10_000_000], [750], "k*", markersize=12, fillstyle="none", label="target p50 at 10M, k(n)=1024")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("KG edges")
