@@ -221,8 +221,10 @@ class GraphStore:
         return [r.data() for r in res.records], res.summary.counters
 
     def merge_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
-        """MERGE a batch of entities; returns (created, {eid: stored name} of those whose stored name
-        differs from the row's ``name``; every other entity of the batch is stored under the row's name)."""
+        """MERGE a batch of entities; returns (created, {eid: stored name} of the entities that existed before).
+
+        Every row's entity whose eid is not in the returned dict was created by this call, under the row's ``name``.
+        """
         if not rows:
             return 0, {}
         out, counters = self._write_rows(cypher("merge_entities"), rows=list(rows), kg=self.kg)
@@ -246,23 +248,28 @@ class GraphStore:
         self._catalog = None
         return n
 
-    def merge_relationships(self, groups: Sequence[Mapping[str, Any]]) -> int:
-        """MERGE a batch of triples in one statement, whatever their relationship types.
+    def merge_relationships(self, groups: Sequence[Mapping[str, Any]],
+                            create: Sequence[Mapping[str, Any]] = ()) -> int:
+        """Write a batch of triples in one statement, whatever their relationship types.
 
-        ``groups``: ``[{"h": head eid, "rels": [{"t": tail eid, "type": rel type, "name": relation}]}]``.
-        Types are checked here (identifiers, never a reserved type) before they reach Cypher.
+        ``groups`` (MERGEd) and ``create`` (CREATEd: the caller guarantees that none of these relationships
+        exists and that none is listed twice): ``[{"h": head eid, "rels": [{"t": tail eid, "type": rel type,
+        "name": relation}]}]``. Types are checked here (identifiers, never a reserved type) before they reach
+        Cypher.
         """
-        if not groups:
+        if not groups and not create:
             return 0
         seen: set[str] = set()
-        for g in groups:
-            for r in g["rels"]:
-                t = r["type"]
-                if t not in seen:
-                    if not _REL_TYPE.fullmatch(t) or t in RESERVED_TYPES:
-                        raise UnknownRelationError(f"not a valid relationship type: {t!r}")
-                    seen.add(t)
-        return self.write(cypher("merge_relationships"), groups=list(groups)).relationships_created
+        for part in (groups, create):
+            for g in part:
+                for r in g["rels"]:
+                    t = r["type"]
+                    if t not in seen:
+                        if not _REL_TYPE.fullmatch(t) or t in RESERVED_TYPES:
+                            raise UnknownRelationError(f"not a valid relationship type: {t!r}")
+                        seen.add(t)
+        return self.write(cypher("merge_relationships"), merge=list(groups),
+                          create=list(create)).relationships_created
 
     # -- reads --------------------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:

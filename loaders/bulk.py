@@ -143,6 +143,9 @@ class BulkLoader:
         self.embed_batch_size = embed_batch_size
         self._relations: dict[str, tuple[int, str]] = {}  # name -> (rid, type); a KG has few relation names
         self._merged_relations: set[str] = set()  # relation names whose catalog node this loader has merged
+        # Per load (reset by load_records), bounded: see _remember.
+        self._written: set[int] = set()  # eids this load has merged (committed): not sent again
+        self._fresh: set[int] = set()  # eids this load created and has not yet written triples from
 
     # -- graph stage -------------------------------------------------------------------------------
     def _relation(self, name: str) -> tuple[int, str]:
@@ -160,14 +163,39 @@ class BulkLoader:
         summary.graph_s += time.perf_counter() - t0
         return info
 
-    def _write_triples(self, groups: list[dict[str, Any]], summary: LoadSummary) -> None:
-        if groups:
-            summary.relationships_created += self.graph.merge_relationships(groups)
+    def _write_triples(self, groups: tuple[list[dict[str, Any]], list[dict[str, Any]]], summary: LoadSummary) -> None:
+        merge, create = groups
+        if merge or create:
+            summary.relationships_created += self.graph.merge_relationships(merge, create)
 
-    def _write_nodes(self, batch: Sequence[Triple | EntityRecord],
-                     summary: LoadSummary) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Entities, type links and relation catalog of a batch; returns (embedding info, triples to write)."""
+    #: most eids kept in each of the per-load sets (about 80 bytes each): beyond it a set starts over, which only
+    #: costs look-ups (an entity merged again, a triple MERGEd instead of CREATEd), never a wrong write
+    remember_limit = 1_000_000
+
+    def _remember(self, which: set[int], eids: Iterable[int]) -> None:
+        which.update(eids)
+        if len(which) > self.remember_limit:
+            which.clear()
+
+    def _write_nodes(self, batch: Sequence[Triple | EntityRecord], summary: LoadSummary
+                     ) -> tuple[dict[str, Any], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        """Entities, type links and relation catalog of a batch; returns (embedding info, (triples to MERGE,
+        triples to CREATE)).
+
+        Two shortcuts, both exact while a KG is loaded by one process at a time (as the vector side requires):
+
+        * an entity this load has already merged (its transaction committed: batches are written in order)
+          is not sent again; it went to the embedding side with the batch that merged it;
+        * a triple whose head this load created (``merge_entities`` reports which entities existed) and has
+          not yet written triples from is CREATEd rather than MERGEd. No relationship can start from such a
+          head: it did not exist before this load, and since then only this load writes the KG, which writes
+          the triples of a head in the batches where it is a head, in order, one transaction at a time. The
+          head leaves the fresh set with this batch, so any later triple of it is MERGEd; duplicates within
+          the batch are dropped here. A load killed and run again is a new load: whatever the killed one
+          created exists, is reported as existing, and its triples are MERGEd.
+        """
         kg = self.kg
+        written = self._written
         eid_of: dict[str, int] = {}  # key -> eid for this batch (a key recurs in many triples)
         ents: list[dict[str, Any]] = []
         records: dict[int, dict[str, Any]] = {}
@@ -179,11 +207,13 @@ class BulkLoader:
                 h = eid_of.get(rec.head)
                 if h is None:
                     h = eid_of[rec.head] = entity_id(kg, rec.head)
-                    ents.append({"eid": h, "key": rec.head, "name": default_name(rec.head), "types": []})
+                    if h not in written:
+                        ents.append({"eid": h, "key": rec.head, "name": default_name(rec.head), "types": []})
                 t = eid_of.get(rec.tail)
                 if t is None:
                     t = eid_of[rec.tail] = entity_id(kg, rec.tail)
-                    ents.append({"eid": t, "key": rec.tail, "name": default_name(rec.tail), "types": []})
+                    if t not in written:
+                        ents.append({"eid": t, "key": rec.tail, "name": default_name(rec.tail), "types": []})
                 _, rtype = self._relation(rec.relation)
                 rel_names.add(rec.relation)
                 groups.setdefault(h, []).append({"t": t, "type": rtype, "name": rec.relation})
@@ -197,10 +227,12 @@ class BulkLoader:
                         row["types"].append(ty)
                     types.setdefault(ty, []).append(eid)
         g = self.graph
-        created, stored = g.merge_entities(ents)
+        created, existed = g.merge_entities(ents)
         summary.entities_created += created
         names = {e["eid"]: e["name"] for e in ents}
-        names.update(stored)  # a name set earlier by a label record is the one to embed
+        names.update(existed)  # a name set earlier (e.g. by a label record) is the one to embed
+        self._remember(self._fresh, (e["eid"] for e in ents if e["eid"] not in existed))
+        self._remember(written, names)
         created, renamed_names = g.update_entities(list(records.values()))
         summary.entities_created += created
         names.update(renamed_names)
@@ -215,7 +247,19 @@ class BulkLoader:
         renamed = [r["eid"] for r in records.values() if r["name"]]
         info = {"eids": list(names), "renamed": renamed, "names": names,
                 "rels": sorted(rel_names), "types": sorted(types)}
-        return info, [{"h": h, "rels": rels} for h, rels in groups.items()]
+        fresh = self._fresh
+        merge: list[dict[str, Any]] = []
+        create: list[dict[str, Any]] = []
+        for h, rels in groups.items():
+            if h in fresh:
+                fresh.discard(h)
+                if len(rels) > 1:
+                    uniq = {(r["type"], r["t"]): r for r in rels}
+                    rels = list(uniq.values())
+                create.append({"h": h, "rels": rels})
+            else:
+                merge.append({"h": h, "rels": rels})
+        return info, (merge, create)
 
     # -- vector stage -------------------------------------------------------------------------------
     def _embed(self, info: dict[str, Any], summary: LoadSummary, bar: Any) -> None:
@@ -264,6 +308,7 @@ class BulkLoader:
         from tqdm import tqdm
 
         t_start = time.perf_counter()
+        self._written, self._fresh = set(), set()  # per load (see _write_nodes)
         self.graph.ensure_schema()
         graph_only = self.vectors is None  # (benchmarks: the graph stage alone)
         if not graph_only:

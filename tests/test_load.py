@@ -61,6 +61,28 @@ def test_load_counts_and_idempotence(engine: Any, tmp_path: Path) -> None:
     assert {"type": "directed_by", "name": "directed_by", "tail": "Director 3"} in rows
 
 
+def test_created_heads_and_repeated_triples(engine: Any, tmp_path: Path) -> None:
+    """Triples of heads created by the load are CREATEd: duplicate lines, a head split over batches, a tail
+    that is a head later and a second file adding triples to existing heads still give each triple once."""
+    first = [("A", "r", "B"), ("A", "r", "B"), ("A", "s", "B"), ("A", "r", "C"),  # batch 1 (duplicate line)
+             ("A", "r", "D"), ("B", "r", "A"), ("B", "r", "A"), ("C", "r", "A"),  # batch 2: A again, B, C fresh
+             ("A", "r", "B"), ("D", "s", "E"), ("E", "r", "A"), ("E", "r", "A")]  # batch 3: a repeat, D, E
+    p1 = tmp_path / "one.txt"
+    p1.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in first), encoding="utf-8")
+    s1 = engine.load(p1, progress=False, batch_size=4)
+    assert s1.relationships_created == len(set(first)) and s1.entities_created == 5
+    second = [("A", "r", "B"), ("A", "t", "F"), ("F", "r", "A"), ("F", "r", "A"), ("G", "s", "F")]
+    p2 = tmp_path / "two.txt"
+    p2.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in second), encoding="utf-8")
+    s2 = engine.load(p2, progress=False, batch_size=2)
+    assert s2.relationships_created == len(set(second) - set(first)) and s2.entities_created == 2
+    check_stats(engine, expected_counts(first + second))
+    rows = engine.graph.read("MATCH (h:Entity {kg: $kg})-[r]->(t) RETURN h.key AS h, type(r) AS type, r.name AS name, "
+                             "t.key AS t", kg=engine.kg)
+    assert sorted((r["h"], r["name"], r["t"]) for r in rows) == sorted(set(first + second))
+    assert all(r["type"] == r["name"] for r in rows)
+
+
 def test_resume_after_kill(make_engine: Any, tmp_path: Path, neo4j_uri: str, milvus_uri: str) -> None:
     """A load killed between batches (SIGKILL) and run again completes: nothing missing, nothing twice."""
     eng = make_engine()
