@@ -9,7 +9,11 @@ in ``--cache``). The neighbourhood of a question is the ``h``-hop neighbourhood 
 its file's hop count (``--hops N`` for a fixed depth), capped at ``--max-edges`` triples (PPR-style pruning).
 Figures on the test questions:
 
-* ``triple_recall`` @K: share of the shortest-path (label) triples among the K best scored (questions with labels);
+* ``triple_recall`` @K: share of the shortest-path triples (topic <-> answer, every pair's shortest paths in the
+  neighbourhood) among the K best scored (questions with such a path), whatever the models were trained on;
+* ``path_triple_recall`` @K: the same for the relation-path triples (``--labels path``): the triples on walks
+  topic -r1- x -r2- ... -rn- answer along the relation path the question type names (``qa_dev_qtype.txt``,
+  :mod:`metaqa_qtypes`), plus shortest paths to the answers that walk misses;
 * ``answer_recall`` @K: share of *all* gold answers among the entities of the K best triples (an answer the KG
   lacks or the capped neighbourhood left out counts as missed; ``answer_ceiling`` is the share in the
   neighbourhood at all);
@@ -18,6 +22,8 @@ Figures on the test questions:
   cached features, forward, sigmoid, adaptive top-p), one thread; ``score_cpu_*`` the same in CPU time (the
   machine is shared: wall time swings with other jobs' load, recorded as ``load_avg*``). Entity text terms
   come from the model's entity table, projected once per process over the prepared entity vectors;
+* training labels (``--labels``): ``path`` (default) the relation-path triples above, ``shortest`` the
+  shortest-path triples (generic weak supervision, SubgraphRAG's); early stopping uses the same labels on dev;
 * ``train_s``: wall time of training (data preparation excluded, reported as ``prepare_s``).
 
 The last line of output is one JSON object; ``benchmarks/results/scorer.json`` gets the same.
@@ -72,6 +78,10 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--cache", default=None, help="prepared-data cache (default benchmarks/results/scorer_cache_*.pt)")
     ap.add_argument("--out-dir", default=None, help="checkpoints (default benchmarks/results/)")
+    ap.add_argument("--labels", choices=["path", "shortest"], default="path",
+                    help="training labels: relation-path triples from the question type, or shortest paths")
+    ap.add_argument("--pos-weight", type=float, default=1.0, help="BCE weight of positive triples")
+    ap.add_argument("--batch", type=int, default=8, help="questions per optimizer step")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
 
@@ -80,6 +90,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from engine import Engine
     from engine.scoring.train import QARecord, TrainSettings, evaluate, prepare, read_qa, seed_everything, train_model
+    from metaqa_qtypes import relation_path
     from engine.scoring.checkpoint import make_model, save_checkpoint
 
     load_start = os.getloadavg()
@@ -92,7 +103,11 @@ def main() -> None:
     train_recs: list[QARecord] = []
     test_recs: list[QARecord] = []
     for hop in (1, 2, 3):
-        recs = read_qa(DATA / f"{hop}-hop" / "qa_dev.txt", hops=args.hops or hop)
+        paths = None
+        if args.labels == "path":
+            qtypes = (DATA / f"{hop}-hop" / "qa_dev_qtype.txt").read_text(encoding="utf-8").splitlines()
+            paths = [relation_path(t) if t.strip() else None for t in qtypes]
+        recs = read_qa(DATA / f"{hop}-hop" / "qa_dev.txt", hops=args.hops or hop, relation_paths=paths)
         for r in recs:
             r.source = f"{hop}-hop/{r.source}"
         cut = int(0.8 * len(recs))
@@ -122,7 +137,9 @@ def main() -> None:
         "kg": args.kg, "limit": args.limit, "hops": args.hops or "question's hop count", "max_edges": args.max_edges,
         "train_questions": len(train.examples), "dev_questions": len(dev.examples),
         "test_questions": len(test_data.examples), "prepare_s": round(prepare_s, 1),
-        "threads": args.threads, "models": {},
+        "threads": args.threads, "labels": args.labels, "pos_weight": args.pos_weight, "batch": args.batch,
+        "path_labels": {"train": train_data.meta.get("path_labels"), "test": test_data.meta.get("path_labels")},
+        "models": {},
     }
     if fetch:
         import numpy as np
@@ -135,7 +152,8 @@ def main() -> None:
         seed_everything(42)
         model = make_model(name, eng.embedder.dim, **MODELS.get(name, {}))
         settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
-                                 threads=args.threads, device="cpu")
+                                 threads=args.threads, device="cpu", pos_weight=args.pos_weight,
+                                 batch_questions=args.batch)
         t1 = time.perf_counter()
         model, history, best_epoch, best = train_model(model, train, dev, settings, progress=progress)
         train_s = time.perf_counter() - t1
@@ -151,6 +169,8 @@ def main() -> None:
                                            for k in KS} for h in (1, 2, 3)},
             "triple_recall": {f"{h}-hop": {str(k): round(per_hop[h].get(f"triple_recall@{k}", float("nan")), 4)
                                            for k in KS} for h in (1, 2, 3)},
+            "path_triple_recall": {f"{h}-hop": {str(k): round(per_hop[h].get(f"path_triple_recall@{k}", float("nan")), 4)
+                                                for k in KS} for h in (1, 2, 3)},
             "answer_ceiling": {f"{h}-hop": round(per_hop[h].get("answer_ceiling", float("nan")), 4) for h in (1, 2, 3)},
             "hits1": round(ev["all"]["hits1"], 4),
             "hits1_per_hop": {f"{h}-hop": round(per_hop[h].get("hits1", float("nan")), 4) for h in (1, 2, 3)},
@@ -163,7 +183,7 @@ def main() -> None:
             "train_s": round(train_s, 1),
             "epochs": len(history),
             "best_epoch": best_epoch,
-            "best_dev_triple_recall@100": round(best, 4),
+            f"best_dev_{'path_' if args.labels == 'path' else ''}triple_recall@100": round(best, 4),
             "checkpoint": str(ckpt),
         }
         result["models"][name]["load_avg"] = [round(x, 2) for x in os.getloadavg()]

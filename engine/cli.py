@@ -243,11 +243,19 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
             config[key] = value
     settings = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_questions=args.batch,
                              recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
-                             threads=args.threads, device=args.device)
+                             threads=args.threads, device=args.device, pos_weight=args.pos_weight)
+    qa: Any = args.qa
+    if args.relation_paths:
+        from engine.scoring.train import read_qa
+
+        if len(args.relation_paths) != len(args.qa):
+            raise SystemExit("isorag train-scorer: give one --relation-paths file per --qa file")
+        qa = [r for path, rp in zip(args.qa, args.relation_paths)
+              for r in read_qa(path, limit=args.limit, relation_paths=rp)]
     with _engine(args) as eng:
-        res = eng.train_scorer(args.qa, model=args.model, out=args.out, dev=args.dev, hops=args.hops,
+        res = eng.train_scorer(qa, model=args.model, out=args.out, dev=args.dev, hops=args.hops,
                                max_edges=args.max_edges, cache=args.cache, settings=settings, model_config=config,
-                               limit=args.limit, progress=not args.quiet)
+                               limit=None if args.relation_paths else args.limit, progress=not args.quiet)
     if args.json:
         _print_json(res.to_dict())
     else:
@@ -437,6 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--qa", nargs="+", required=True,
                    help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines {question, topics, answers, triples?}")
     s.add_argument("--model", choices=["dde_mlp", "qrgat"], default="dde_mlp")
+    s.add_argument("--relation-paths", nargs="+", metavar="FILE",
+                   help="per --qa file, its questions' relation paths, one line each (relation names separated "
+                        "by commas or spaces; blank: none): training labels are then the triples on walks along "
+                        "the path instead of every shortest path topic -> answer")
+    s.add_argument("--pos-weight", type=float, default=1.0, help="BCE weight of a positive triple (default 1)")
     s.add_argument("--out", required=True, help="checkpoint file to write")
     s.add_argument("--kg", default=None)
     s.add_argument("--dev", nargs="+", help="dev questions for early stopping (default: 10%% of --qa)")

@@ -71,6 +71,7 @@ def test_exported_names_are_pinned():
     modelling = {
         "QuestionGraph", "BatchedGraphs", "batch_graphs", "TripleScorer", "DDE", "DDEMLP", "QRGAT", "QRGATConv",
         "adaptive_top_p", "top_k", "shortest_path_labels", "bfs_distances", "triple_recall_at_k",
+        "relation_path_labels", "path_labels_with_fallback",
         "answer_recall_at_k", "resolve_device", "WITH_CUDA",
     }
     assert modelling <= set(scoring.__all__)
@@ -445,6 +446,32 @@ def test_shortest_path_labels_hand_example():
     # two topics: 6 ~ 3 is one hop (e6), 6 ~ 7 is one hop (e9); plus topic 0's paths
     labels = shortest_path_labels(8, LABEL_EDGES, torch.tensor([0, 6]), torch.tensor([3, 7]))
     assert labels.nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 9]
+
+
+def test_relation_path_labels_hand_example():
+    # MetaQA-like, one direction stored (film -> attribute). Nodes: 0 topic film, 1 actor A, 2 film B,
+    # 3 year 1999, 4 genre G, 5 film C, 6 year 2000, 7 film D.
+    # "years of the films that share an actor with [0]": path starred, starred, year; answers 3 (and 6, off path)
+    starred, year, genre = 0, 1, 2
+    edges = [(0, starred, 1), (2, starred, 1), (2, year, 3), (0, year, 3), (0, genre, 4), (5, genre, 4),
+             (5, year, 6), (7, starred, 1)]
+    ei = torch.tensor([[h for h, _, _ in edges], [t for _, _, t in edges]])
+    rel = torch.tensor([r for _, r, _ in edges])
+    lab = scoring.relation_path_labels(8, ei, rel, torch.tensor([0]), torch.tensor([3]), [starred, starred, year])
+    # topic -> A <- B -> 1999; film D shares the actor but leads to no answer; the topic's own year is not a
+    # walk (the topic is dropped from every step's set, as MetaQA's answers are made)
+    assert lab.nonzero().flatten().tolist() == [0, 1, 2]
+    assert not scoring.relation_path_labels(8, ei, rel, torch.tensor([0]), torch.tensor([6]),
+                                            [starred, starred, year]).any()
+    # edges walked against their direction count: from 1999 to the films of that year (B and the topic
+    # film), then to their actor A
+    lab_rev = scoring.relation_path_labels(8, ei, rel, torch.tensor([3]), torch.tensor([1]), [year, starred])
+    assert lab_rev.nonzero().flatten().tolist() == [0, 1, 2, 3]
+    # fallback: answer 6 is off the relation path, so its shortest path (through the genre) is added
+    both = scoring.path_labels_with_fallback(8, ei, rel, torch.tensor([0]), torch.tensor([3, 6]),
+                                             [starred, starred, year])
+    assert both.nonzero().flatten().tolist() == [0, 1, 2, 4, 5, 6]
+    assert not scoring.relation_path_labels(8, ei, rel, torch.tensor([0]), torch.tensor([3]), []).any()
 
 
 def test_shortest_path_labels_edge_cases():

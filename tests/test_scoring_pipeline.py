@@ -176,6 +176,32 @@ def test_prepare_labels_and_cache(prepared: Any) -> None:
     assert np.array_equal(again.node_vecs, data.node_vecs)
 
 
+def test_prepare_relation_path_labels(prepared: Any) -> None:
+    eng, _, cache = prepared
+    # Film 00, 06, 12 and 18 share a director (i % 6) and a genre (i % 3): shortest paths go both ways, the
+    # relation path only through the director
+    rec = QARecord("which films share the director of [Film 00]", ["Film 00"], ["Film 06", "Film 12", "Film 18"],
+                   hops=2, source="path-q", relation_path=["directed_by", "directed_by"])
+    data = prepare(eng, [rec], hops=2, max_edges=10_000, progress=False)
+    ex = data.examples[0]
+    nb = data.neighbourhoods[ex["nb"]]
+    names = {ri.type: ri.name for ri in eng.graph.relation_catalog().values()}
+
+    def rels(idx: Any) -> set[str]:
+        return {names[r] for _, r, _ in nb.triple_eids(idx)}
+
+    assert {"directed_by", "has_genre"} <= rels(ex["pos"])
+    assert rels(ex["train_pos"]) == {"directed_by"} and len(ex["train_pos"]) == 4
+    assert data.meta["path_labels"]["path_labelled"] == 1
+    # the cache keeps the shortest-path labels; the relation-path labels are made again from the records
+    again = prepare(eng, [rec], hops=2, max_edges=10_000, cache=cache.with_name("path.pt"), progress=False)
+    again = prepare(eng, [rec], hops=2, max_edges=10_000, cache=cache.with_name("path.pt"), progress=False)
+    assert again.examples[0]["train_pos"].tolist() == ex["train_pos"].tolist()
+    plain = QARecord(rec.question, rec.topics, rec.answers, hops=2, source="path-q")
+    again = prepare(eng, [plain], hops=2, max_edges=10_000, cache=cache.with_name("path.pt"), progress=False)
+    assert "train_pos" not in again.examples[0]
+
+
 TRAIN_K = 2  # triples per question: the small graphs make recall@100 trivially 1
 
 
@@ -331,6 +357,14 @@ def test_read_qa_formats(tmp_path: Path) -> None:
     jl.write_text('{"question": "q", "topics": ["Heat"], "answers": ["Michael Mann"], '
                   '"triples": [["Heat", "directed_by", "Michael Mann"]]}\n', encoding="utf-8")
     assert read_qa(jl)[0].triples == [("Heat", "directed_by", "Michael Mann")]
+    paths = tmp_path / "paths.txt"
+    paths.write_text("directed_by\n\n", encoding="utf-8")
+    recs = read_qa(metaqa, relation_paths=paths)
+    assert recs[0].relation_path == ["directed_by"] and recs[1].relation_path is None
+    assert read_qa(metaqa, relation_paths=[["a", "b"], None])[0].relation_path == ["a", "b"]
+    jl.write_text('{"question": "q", "topics": ["Heat"], "answers": ["x"], "relation_path": ["r1", "r2"]}\n',
+                  encoding="utf-8")
+    assert read_qa(jl)[0].relation_path == ["r1", "r2"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "topics": []}\n', encoding="utf-8")
     from engine import MalformedInputError

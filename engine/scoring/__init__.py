@@ -16,7 +16,7 @@ from engine.scoring.dde import DDE
 from engine.scoring.dde_mlp import DDEMLP
 from engine.scoring.device import WITH_CUDA, resolve_device
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer, batch_graphs
-from engine.scoring.labels import bfs_distances, shortest_path_labels
+from engine.scoring.labels import bfs_distances, path_labels_with_fallback, relation_path_labels, shortest_path_labels
 from engine.scoring.metrics import answer_recall_at_k, triple_recall_at_k
 from engine.scoring.qrgat import QRGAT, QRGATConv
 from engine.scoring.select import adaptive_top_p, top_k
@@ -40,6 +40,8 @@ __all__ = [
     "top_k",
     "shortest_path_labels",
     "bfs_distances",
+    "relation_path_labels",
+    "path_labels_with_fallback",
     "triple_recall_at_k",
     "answer_recall_at_k",
     "resolve_device",

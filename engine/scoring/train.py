@@ -81,14 +81,34 @@ class QARecord:
     triples: list[tuple[str, str, str]] | None = None
     hops: int | None = None
     source: str = ""
+    #: relation names (or types) from the topic to the answers, when known (MetaQA's question types name it):
+    #: the training labels are then the triples on walks that follow it (:func:`relation_path_labels`)
+    relation_path: list[str] | None = None
+
+
+def read_relation_paths(path: str | Path) -> list[list[str] | None]:
+    """One relation path per line (relation names separated by commas or white space; an empty line: none)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no relation-path file at {path}")
+    with path.open(encoding="utf-8") as f:
+        return [re.split(r"[,\s]+", line.strip()) if line.strip() else None for line in f]
 
 
 def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None,
-            limit: int | None = None) -> list[QARecord]:
-    """Questions from a MetaQA file (``fmt="metaqa"``) or JSON Lines (``"jsonl"``; default: by suffix)."""
+            limit: int | None = None, relation_paths: str | Path | Sequence[list[str] | None] | None = None,
+            ) -> list[QARecord]:
+    """Questions from a MetaQA file (``fmt="metaqa"``) or JSON Lines (``"jsonl"``; default: by suffix).
+
+    Relation paths (training labels along them, see :class:`QARecord`): a JSON Lines record's
+    ``"relation_path": [r1, r2, ...]``, or ``relation_paths``, a file (:func:`read_relation_paths`) or list
+    aligned with the question file's lines (line i of one for line i of the other, blank lines included).
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no question file at {path}")
+    if relation_paths is not None and not isinstance(relation_paths, (list, tuple)):
+        relation_paths = read_relation_paths(relation_paths)
     fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
     out: list[QARecord] = []
     with path.open(encoding="utf-8") as f:
@@ -117,7 +137,10 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
                             isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in triples):
                         raise MalformedInputError(path, lineno, '"triples" must be a list of [head, relation, tail]')
                     triples = [tuple(t) for t in triples]
-                out.append(QARecord(obj["question"], topics, answers, triples, obj.get("hops", hops), src))
+                rp = obj.get("relation_path")
+                if rp is not None and (not isinstance(rp, list) or not all(isinstance(x, str) for x in rp)):
+                    raise MalformedInputError(path, lineno, '"relation_path" must be a list of relation names')
+                out.append(QARecord(obj["question"], topics, answers, triples, obj.get("hops", hops), src, rp or None))
             else:
                 if "\t" not in line:
                     raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
@@ -127,6 +150,11 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
                     raise MalformedInputError(path, lineno, "no [topic entity] in the question")
                 answers = [x for x in a.split("|") if x]
                 out.append(QARecord(q, topics, answers, None, hops, src))
+            if relation_paths is not None:
+                if lineno > len(relation_paths):
+                    raise InputError(f"the relation paths have {len(relation_paths)} lines, {path} more")
+                if relation_paths[lineno - 1]:
+                    out[-1].relation_path = list(relation_paths[lineno - 1])
     return out
 
 
@@ -156,7 +184,8 @@ class PreparedSet:
 
     ``examples[i]``: ``{"q": row of q_emb, "nb": neighbourhood key, "topic": local idx, "answers": local idx of
     the answers in the neighbourhood, "n_answers": answers resolved in the KG, "n_gold": answers given,
-    "pos": labelled triple idx, "source": "file:line", "hops": depth}``.
+    "pos": labelled triple idx, "source": "file:line", "hops": depth}``, and ``"train_pos"`` (relation-path
+    labels, :func:`attach_relation_path_labels`) when the question's record has a relation path.
     """
 
     neighbourhoods: dict[str, Neighbourhood]
@@ -190,7 +219,7 @@ class PreparedSet:
         labels = None
         if with_labels:
             labels = torch.zeros(nb.num_edges)
-            labels[torch.as_tensor(ex["pos"], dtype=torch.long)] = 1.0
+            labels[torch.as_tensor(train_pos(ex), dtype=torch.long)] = 1.0
         return QuestionGraph(
             num_nodes=nb.num_nodes,
             edge_index=torch.from_numpy(np.stack([nb.heads, nb.tails]).reshape(2, -1)),
@@ -221,7 +250,9 @@ class PreparedSet:
             arr = nb.to_arrays()
             nbs[k] = {name: (t(v) if isinstance(v, np.ndarray) else v) for name, v in arr.items()}
             nbs[k]["report"] = json.dumps(arr["report"])
-        examples = [{**ex, "topic": t(np.asarray(ex["topic"], np.int64)), "answers": t(np.asarray(ex["answers"], np.int64)),
+        # the relation-path labels are not kept: they are made again from the records on every prepare
+        examples = [{**{k: v for k, v in ex.items() if k != "train_pos"},
+                     "topic": t(np.asarray(ex["topic"], np.int64)), "answers": t(np.asarray(ex["answers"], np.int64)),
                      "pos": t(np.asarray(ex["pos"], np.int64))} for ex in self.examples]
         payload = {"format": CACHE_FORMAT, "meta": json.dumps(self.meta), "neighbourhoods": nbs, "examples": examples,
                    "questions": list(self.questions), "q_emb": t(self.q_emb), "node_eids": t(self.node_eids),
@@ -255,6 +286,48 @@ class PreparedSet:
         return cls(nbs, examples, list(payload["questions"]), n(payload["q_emb"]), n(payload["node_eids"]),
                    n(payload["node_vecs"]), n(payload["node_has_vec"]), tuple(payload["relation_types"]),
                    n(payload["rel_mat"]), json.loads(payload["meta"]))
+
+
+def train_pos(ex: dict[str, Any]) -> np.ndarray:
+    """The triples an example is trained (and early-stopped) on: its relation-path labels when it has them,
+    else its shortest-path (or ground-truth) labels ``ex["pos"]``."""
+    got = ex.get("train_pos")
+    return ex["pos"] if got is None else got
+
+
+def attach_relation_path_labels(data: PreparedSet, records: Sequence[QARecord], graph: Any = None,
+                                fallback: bool = True) -> dict[str, int]:
+    """Set ``ex["train_pos"]`` of every example whose record has a relation path: the triples on walks that
+    follow it (:func:`~engine.scoring.labels.path_labels_with_fallback`; ``fallback=False``: the walks alone).
+    Examples are matched to records by ``source``. Relation names are mapped to the KG's types with ``graph``'s
+    relation catalog when given. Returns counts (labelled, unknown relation, no triple on the path)."""
+    import torch
+
+    from engine.scoring.labels import path_labels_with_fallback, relation_path_labels
+
+    names_to_type = {ri.name: ri.type for ri in graph.relation_catalog().values()} if graph is not None else {}
+    by_source = {r.source: r for r in records if r.relation_path}
+    counts = {"path_labelled": 0, "path_unknown_relation": 0, "path_empty": 0}
+    for ex in data.examples:
+        ex.pop("train_pos", None)
+        r = by_source.get(ex["source"])
+        if r is None:
+            continue
+        nb = data.neighbourhoods[ex["nb"]]
+        want = [names_to_type.get(x, x) for x in r.relation_path]
+        if not all(w in nb.relation_types for w in want):
+            counts["path_unknown_relation"] += 1
+            continue
+        ids = [list(nb.relation_types).index(w) for w in want]
+        fn = path_labels_with_fallback if fallback else relation_path_labels
+        lab = fn(nb.num_nodes, torch.from_numpy(np.stack([nb.heads, nb.tails]).reshape(2, -1)),
+                 torch.from_numpy(nb.rels), torch.from_numpy(np.asarray(ex["topic"])),
+                 torch.from_numpy(np.asarray(ex["answers"])), ids)
+        ex["train_pos"] = torch.nonzero(lab).flatten().numpy()
+        counts["path_labelled"] += 1
+        counts["path_empty"] += int(len(ex["train_pos"]) == 0)
+    data.meta["path_labels"] = counts
+    return counts
 
 
 def _nb_key(topics: Sequence[int], hops: int) -> str:
@@ -303,6 +376,8 @@ def prepare(
         else:
             if got.meta.get("build") == meta:
                 say(f"scorer training data from cache {cache} ({len(got.examples):,} questions)")
+                if any(r.relation_path for r in records):
+                    attach_relation_path_labels(got, records, graph)
                 return got
             say(f"scorer cache {cache} was made for other data or settings; rebuilding it")
 
@@ -390,6 +465,8 @@ def prepare(
                 "skipped": skipped, "neighbourhoods": len(nbs)}
     if cache is not None:
         out.save(cache)
+    if any(r.relation_path for r in records):
+        attach_relation_path_labels(out, records, graph)
     return out
 
 
@@ -415,6 +492,9 @@ class TrainSettings:
     dev_max: int = 1000
     threads: int | None = None
     device: str = "auto"
+    #: weight of a positive triple's BCE term (1: plain BCE). A 3-hop question has ~20 positives among
+    #: thousands of candidates, so the unweighted loss is dominated by pushing negatives down.
+    pos_weight: float = 1.0
 
 
 @dataclass
@@ -446,12 +526,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _loss(model: Any, batch: Any) -> Any:
+def _loss(model: Any, batch: Any, pos_weight: float = 1.0) -> Any:
     import torch
     import torch.nn.functional as F
 
     logits = model(batch)
-    per = F.binary_cross_entropy_with_logits(logits, batch.labels, reduction="none")
+    weight = None
+    if pos_weight != 1.0:
+        weight = torch.where(batch.labels > 0, torch.as_tensor(pos_weight, dtype=logits.dtype, device=logits.device),
+                             torch.ones((), dtype=logits.dtype, device=logits.device))
+    per = F.binary_cross_entropy_with_logits(logits, batch.labels, weight=weight, reduction="none")
     # mean per question, then over the batch: a large neighbourhood does not outweigh a small one
     sums = torch.zeros(batch.num_graphs, device=per.device).index_add_(0, batch.triple_batch, per)
     counts = torch.diff(batch.edge_ptr).clamp(min=1).to(per.dtype)
@@ -496,9 +580,10 @@ def dev_recall(model: Any, data: PreparedSet, k: int, device: Any = "cpu") -> fl
 
     vals = []
     for ex, (logits, _, _) in zip(data.examples, score_examples(model, data, device=device)):
-        if len(ex["pos"]):
+        pos = train_pos(ex)
+        if len(pos):
             labels = torch.zeros(logits.shape[0])
-            labels[torch.as_tensor(ex["pos"], dtype=torch.long)] = 1.0
+            labels[torch.as_tensor(pos, dtype=torch.long)] = 1.0
             vals.append(triple_recall_at_k(torch.from_numpy(logits), labels, k))
     return float(np.mean(vals)) if vals else math.nan
 
@@ -528,7 +613,7 @@ def train_model(
     device = resolve_device(s.device)
     model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-    usable = [i for i, ex in enumerate(train.examples) if len(ex["pos"])]
+    usable = [i for i, ex in enumerate(train.examples) if len(train_pos(ex))]
     if not usable:
         raise InputError("no training question has a labelled triple (no path topic -> answer in its neighbourhood)")
     order_rng = random.Random(s.seed)
@@ -547,7 +632,7 @@ def train_model(
         for b0 in bar:
             batch = batch_graphs([train.graph(train.examples[i]) for i in order[b0:b0 + s.batch_questions]],
                                  device=device)
-            loss = _loss(model, batch)
+            loss = _loss(model, batch, s.pos_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -667,7 +752,8 @@ def _as_records(qa: Any, limit: int | None) -> list[QARecord]:
 
 def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), device: Any = "cpu",
              group: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
-    """Triple recall@K (questions with labels), answer recall@K (over *all* given answers: an answer missing
+    """Triple recall@K against ``ex["pos"]`` (the shortest-path or ground-truth labels, questions with labels),
+    ``path_triple_recall@K`` against the relation-path labels (questions that have them), answer recall@K (over *all* given answers: an answer missing
     from the KG or the neighbourhood counts as missed), Hits@1 of the extracted answer and the forward
     latency per question; per ``group(example)`` (e.g. the hop count) and overall."""
     import torch
@@ -686,12 +772,15 @@ def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), 
         answers = set(int(a) for a in ex["answers"].tolist())
         n_gold = max(ex["n_gold"], 1)
         pos = set(int(p) for p in ex["pos"].tolist())
+        path_pos = set(int(p) for p in ex["train_pos"].tolist()) if ex.get("train_pos") is not None else set()
         for k in ks:
             top = order[:k]
             covered = set(nb.heads[top].tolist()) | set(nb.tails[top].tolist())
             vals[f"answer_recall@{k}"] = len(answers & covered) / n_gold
             if pos:
                 vals[f"triple_recall@{k}"] = len(pos & set(top.tolist())) / len(pos)
+            if path_pos:
+                vals[f"path_triple_recall@{k}"] = len(path_pos & set(top.tolist())) / len(path_pos)
         vals["answer_ceiling"] = len(answers) / n_gold
         from engine.scoring.select import adaptive_top_p
 
