@@ -51,7 +51,8 @@ MODELS = {
     # topic -> director <- film -> x, which pure forward / reverse rounds (stacks) never follow;
     # dde_log: three hops out the DDE shares are 0.001-0.01, too small for the MLP to learn from raw.
     # dropout 0 for QR-GAT: its first layer then runs by blocks in training too (half the cost of an epoch).
-    "dde_mlp": {"hidden": 128, "include_initial": True, "dde_mixed": True, "dde_log": True},
+    # dde_gated: DDE rounds gated by a learned question-relation score (which relations lead to an entity)
+    "dde_mlp": {"hidden": 128, "include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True},
     "qrgat": {"hidden": 64, "heads": 4, "num_layers": 2, "dropout": 0.0, "cross_directions": True},
 }
 
@@ -82,11 +83,25 @@ def main() -> None:
                     help="training labels: relation-path triples from the question type, or shortest paths")
     ap.add_argument("--pos-weight", type=float, default=1.0, help="BCE weight of positive triples")
     ap.add_argument("--batch", type=int, default=8, help="questions per optimizer step")
+    ap.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
+                    help="override a model setting, e.g. qrgat.dde_gated=true (value read as JSON)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
 
+    import json
+
     import torch
 
+    configs = {name: dict(cfg) for name, cfg in MODELS.items()}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        name, _, field_ = key.partition(".")
+        if not _ or not field_:
+            ap.error(f"--set takes MODEL.KEY=VALUE, got {item!r}")
+        try:
+            configs.setdefault(name, {})[field_] = json.loads(value)
+        except json.JSONDecodeError:
+            configs.setdefault(name, {})[field_] = value
     torch.set_num_threads(args.threads)
     from engine import Engine
     from engine.scoring.train import QARecord, TrainSettings, evaluate, prepare, read_qa, seed_everything, train_model
@@ -150,7 +165,7 @@ def main() -> None:
     out_dir = Path(args.out_dir) if args.out_dir else RESULTS
     for name in args.models.split(","):
         seed_everything(42)
-        model = make_model(name, eng.embedder.dim, **MODELS.get(name, {}))
+        model = make_model(name, eng.embedder.dim, **configs.get(name, {}))
         settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
                                  threads=args.threads, device="cpu", pos_weight=args.pos_weight,
                                  batch_questions=args.batch)

@@ -71,7 +71,7 @@ def test_exported_names_are_pinned():
     modelling = {
         "QuestionGraph", "BatchedGraphs", "batch_graphs", "TripleScorer", "DDE", "DDEMLP", "QRGAT", "QRGATConv",
         "adaptive_top_p", "top_k", "shortest_path_labels", "bfs_distances", "triple_recall_at_k",
-        "relation_path_labels", "path_labels_with_fallback",
+        "relation_path_labels", "path_labels_with_fallback", "QueryGatedDDE",
         "answer_recall_at_k", "resolve_device", "WITH_CUDA",
     }
     assert modelling <= set(scoring.__all__)
@@ -472,6 +472,38 @@ def test_relation_path_labels_hand_example():
                                              [starred, starred, year])
     assert both.nonzero().flatten().tolist() == [0, 1, 2, 4, 5, 6]
     assert not scoring.relation_path_labels(8, ei, rel, torch.tensor([0]), torch.tensor([3]), []).any()
+
+
+def test_query_gated_dde_equals_dde_with_open_gates_and_learns_gates():
+    g = batch_graphs([random_graph(20, 60, num_rel=3, seed=4)])
+    gated = scoring.QueryGatedDDE(16, rounds=2)
+    with torch.no_grad():
+        gated.gate_bias.fill_(60.0)  # every gate ~1: plain mean aggregation of the topic share
+    out = gated(g)
+    assert out.shape == (20, 6) and gated.out_dim == 6  # f, r, ff, fr, rf, rr
+    plain = DDE(2, mixed=True)(g.num_nodes, g.edge_index, g.is_topic)  # [f || ff || r || rr || fr || rf]
+    topic_col = plain[:, 0::2]
+    expect = torch.stack([topic_col[:, 0], topic_col[:, 2], topic_col[:, 1], topic_col[:, 4], topic_col[:, 5],
+                          topic_col[:, 3]], dim=1)
+    assert torch.allclose(out, scoring.dde.log_scale(expect), atol=1e-5)
+    # the gates get gradients from the features they scale
+    with torch.no_grad():
+        gated.gate_bias.fill_(0.0)
+    gated(g).sum().backward()
+    assert gated.gate_q.weight.grad is not None and gated.gate_q.weight.grad.abs().sum() > 0
+    # in the scorer: literal MLP input and the blockwise forward agree
+    torch.manual_seed(0)
+    model = DDEMLP(16, hidden=24, include_initial=True, dde_mixed=True, dde_log=True, dde_gated=True).eval()
+    b = batch_graphs([random_graph(seed=1), random_graph(seed=2)])
+    assert model.triple_inputs(b).shape == (240, 4 * 16 + 2 * (14 + 6))
+    assert torch.allclose(model(b), model.forward_dense(b), atol=1e-5)
+    # in QR-GAT: appended to the position features, and the gates get gradients
+    qr = QRGAT(16, hidden=32, heads=4, dropout=0.0, dde_gated=True)
+    assert qr.pos_dim == 2 + 6
+    out = qr(b)
+    assert out.shape == (240,) and torch.isfinite(out).all()
+    out.sum().backward()
+    assert qr.gated.gate_q.weight.grad is not None and qr.gated.gate_q.weight.grad.abs().sum() > 0
 
 
 def test_shortest_path_labels_edge_cases():

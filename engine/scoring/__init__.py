@@ -12,7 +12,7 @@ pruning), :class:`FeatureStore` (Milvus vectors, LRU-cached), :func:`train_score
 
 from __future__ import annotations
 
-from engine.scoring.dde import DDE
+from engine.scoring.dde import DDE, QueryGatedDDE
 from engine.scoring.dde_mlp import DDEMLP
 from engine.scoring.device import WITH_CUDA, resolve_device
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer, batch_graphs
@@ -33,6 +33,7 @@ __all__ = [
     "batch_graphs",
     "TripleScorer",
     "DDE",
+    "QueryGatedDDE",
     "DDEMLP",
     "QRGAT",
     "QRGATConv",

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.scoring.dde import DDE, log_scale
+from engine.scoring.dde import DDE, QueryGatedDDE, log_scale
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
 
 __all__ = ["DDEMLP"]
@@ -23,7 +23,7 @@ class DDEMLP(TripleScorer):
 
     with ``MLP = Linear(4d + 2k -> hidden) -> ReLU -> Dropout -> [Linear(hidden -> hidden) -> ReLU -> Dropout]
     * (num_layers - 1) -> Linear(hidden -> 1)`` and ``s`` the :class:`~engine.scoring.DDE` features
-    (``k = dde.out_dim``, 8 with the defaults). Entities without text share one learned vector
+    (``k = dde.out_dim`` plus the gated DDE's, 8 with the defaults). Entities without text share one learned vector
     (``nameless``), as the reference code's ``nn.Embedding(1, d)``.
 
     The first layer is evaluated by blocks, exactly: ``W [z_q||z_h||z_r||z_t||s_h||s_t] =
@@ -45,6 +45,9 @@ class DDEMLP(TripleScorer):
         dde_log: feed the MLP :func:`~engine.scoring.dde.log_scale` of the DDE (default False: the raw
             shares, as the paper). Three hops out the raw shares are 0.001-0.01, too small for the MLP to
             learn from in a bounded number of steps.
+        dde_gated / gate_dim: append :class:`~engine.scoring.dde.QueryGatedDDE` features (DDE rounds whose
+            messages are gated by a learned question-relation score, ``gate_dim`` wide; default off): the
+            structure then says *which relations* lead from the topic to an entity, not only how far.
 
     Shapes:
         - **input:** a :class:`QuestionGraph` or :class:`BatchedGraphs` (``E`` triples in total)
@@ -62,6 +65,8 @@ class DDEMLP(TripleScorer):
         include_initial: bool = False,
         dde_mixed: bool = False,
         dde_log: bool = False,
+        dde_gated: bool = False,
+        gate_dim: int = 32,
     ) -> None:
         super().__init__()
         hidden = emb_dim if hidden is None else hidden
@@ -69,12 +74,15 @@ class DDEMLP(TripleScorer):
             raise ValueError("num_layers must be >= 1")
         self._remember_config(emb_dim=emb_dim, hidden=hidden, num_layers=num_layers, dropout=dropout,
                               dde_rounds=dde_rounds, dde_reverse_rounds=dde_reverse_rounds,
-                              include_initial=include_initial, dde_mixed=dde_mixed, dde_log=dde_log)
+                              include_initial=include_initial, dde_mixed=dde_mixed, dde_log=dde_log,
+                              dde_gated=dde_gated, gate_dim=gate_dim)
         self.emb_dim = emb_dim
         self.dde = DDE(dde_rounds, dde_reverse_rounds, include_initial, mixed=dde_mixed)
         self.dde_log = dde_log
+        self.gated = QueryGatedDDE(emb_dim, max(dde_rounds, 1), gate_dim) if dde_gated else None
+        self.struct_dim = self.dde.out_dim + (self.gated.out_dim if self.gated is not None else 0)
         self.nameless = nn.Parameter(torch.empty(emb_dim))
-        self.first = nn.Linear(4 * emb_dim + 2 * self.dde.out_dim, hidden)
+        self.first = nn.Linear(4 * emb_dim + 2 * self.struct_dim, hidden)
         self.hidden_layers = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(num_layers - 1))
         self.out = nn.Linear(hidden, 1)
         self.dropout = nn.Dropout(dropout)
@@ -85,6 +93,8 @@ class DDEMLP(TripleScorer):
         nn.init.normal_(self.nameless, std=1.0 / math.sqrt(self.emb_dim))
         for lin in [self.first, *self.hidden_layers, self.out]:
             lin.reset_parameters()
+        if self.gated is not None:
+            self.gated.reset_parameters()
 
     def node_features(self, batch: BatchedGraphs) -> torch.Tensor:
         """Text embeddings with the shared learned vector in the rows of nameless entities: ``[N, d]``."""
@@ -94,11 +104,14 @@ class DDEMLP(TripleScorer):
     def structure(self, b: BatchedGraphs, dtype: torch.dtype) -> torch.Tensor:
         """The DDE of every node as the MLP reads it (log-scaled with ``dde_log``): ``[N, k]``."""
         s = self.dde(b.num_nodes, b.edge_index, b.is_topic, dtype)
-        return log_scale(s) if self.dde_log else s
+        s = log_scale(s) if self.dde_log else s
+        if self.gated is not None:
+            s = torch.cat([s, self.gated(b, dtype)], dim=1)
+        return s
 
     def forward(self, graph: QuestionGraph | BatchedGraphs) -> torch.Tensor:
         b = self._prepare(graph)
-        d, k = self.emb_dim, self.dde.out_dim
+        d, k = self.emb_dim, self.struct_dim
         dtype = self.nameless.dtype
         s = self.structure(b, dtype)
         w = self.first.weight

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.scoring.dde import DDE
+from engine.scoring.dde import DDE, QueryGatedDDE
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
 
 __all__ = ["QRGAT", "QRGATConv"]
@@ -148,6 +148,9 @@ class QRGAT(TripleScorer):
           ``topic -> director <- film``, which neither stack alone can walk. The paper's Freebase pools store
           a relation and its inverse, so its stacks need no crossing there.
 
+    ``dde_gated=True`` appends :class:`~engine.scoring.dde.QueryGatedDDE` features to ``p`` (DDE rounds gated
+    by a learned question-relation score, ``gate_dim`` wide): which relations lead from the topic to a node.
+
     Ablations (paper §5, Table 5): ``query_init=False`` removes ``q`` from ``h^(0)``, ``query_attn=False``
     the bilinear attention term, ``query_score=False`` the ``q`` in the scorer.
 
@@ -179,6 +182,8 @@ class QRGAT(TripleScorer):
         query_init: bool = True,
         query_attn: bool = True,
         query_score: bool = True,
+        dde_gated: bool = False,
+        gate_dim: int = 32,
     ) -> None:
         super().__init__()
         if hidden % heads:
@@ -191,13 +196,17 @@ class QRGAT(TripleScorer):
         self._remember_config(emb_dim=emb_dim, hidden=hidden, num_layers=num_layers, heads=heads, dropout=dropout,
                               attn_dropout=attn_dropout, score_hidden=score_hidden, negative_slope=negative_slope,
                               positional=positional, dde_rounds=dde_rounds, add_self_loops=add_self_loops,
-                              cross_directions=cross_directions, dde_mixed=dde_mixed, query_init=query_init, query_attn=query_attn, query_score=query_score)
+                              cross_directions=cross_directions, dde_mixed=dde_mixed, query_init=query_init, query_attn=query_attn, query_score=query_score,
+                              dde_gated=dde_gated, gate_dim=gate_dim)
         self.emb_dim, self.hidden = emb_dim, hidden
         self.positional = positional
         self.query_init, self.query_score = query_init, query_score
         self.cross_directions = cross_directions
         self.dde = DDE(dde_rounds, include_initial=True, mixed=dde_mixed) if positional == "dde" else None
         self.pos_dim = {"topic": 2, "dde": self.dde.out_dim if self.dde else 0, "none": 0}[positional]
+        self.gated = QueryGatedDDE(emb_dim, max(dde_rounds, 1), gate_dim) if dde_gated else None
+        if self.gated is not None:
+            self.pos_dim += self.gated.out_dim
         in_dim = emb_dim + (emb_dim if query_init else 0) + self.pos_dim
 
         def stack() -> nn.ModuleList:
@@ -222,6 +231,8 @@ class QRGAT(TripleScorer):
             nn.init.normal_(self.self_rel, std=std)
         for conv in [*self.forward_convs, *self.reverse_convs]:
             conv.reset_parameters()
+        if self.gated is not None:
+            self.gated.reset_parameters()
         self.score1.reset_parameters()
         self.score2.reset_parameters()
 
@@ -233,7 +244,13 @@ class QRGAT(TripleScorer):
         return torch.where(batch.has_text.unsqueeze(1), emb, self.nameless)
 
     def position(self, batch: BatchedGraphs) -> torch.Tensor:
-        """``p``: ``[N, pos_dim]``."""
+        """``p``: ``[N, pos_dim]`` (with ``dde_gated``, the gated DDE features appended)."""
+        p = self._position(batch)
+        if self.gated is not None:
+            p = torch.cat([p, self.gated(batch, self.nameless.dtype)], dim=1)
+        return p
+
+    def _position(self, batch: BatchedGraphs) -> torch.Tensor:
         dtype = self.nameless.dtype
         if self.dde is not None:
             return self.dde(batch.num_nodes, batch.edge_index, batch.is_topic, dtype)

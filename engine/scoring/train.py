@@ -58,9 +58,9 @@ _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 #: the other films around it, and the model learns nothing. On such a KG multi-hop questions also walk paths
 #: that change direction (topic -> director <- film): the mixed DDE rounds and crossing QR-GAT stacks follow
 #: them, and log-scaled DDE shares stay readable three hops out. On a KG that stores inverses (Freebase) they
-#: add features the model may ignore.
+#: add features the model may ignore. The gated DDE rounds add which relations lead from the topic to an entity.
 DEFAULT_MODEL_CONFIG: dict[str, dict[str, Any]] = {
-    "dde_mlp": {"include_initial": True, "dde_mixed": True, "dde_log": True},
+    "dde_mlp": {"include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True},
     "qrgat": {"cross_directions": True},
 }
 CACHE_FORMAT = "isorag-scorer-cache/1"
