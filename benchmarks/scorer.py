@@ -53,7 +53,7 @@ MODELS = {
     # dropout 0 for QR-GAT: its first layer then runs by blocks in training too (half the cost of an epoch).
     # dde_gated: DDE rounds gated by a learned question-relation score (which relations lead to an entity)
     "dde_mlp": {"hidden": 128, "include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True},
-    "qrgat": {"hidden": 64, "heads": 4, "num_layers": 2, "dropout": 0.0, "cross_directions": True},
+    "qrgat": {"hidden": 64, "heads": 4, "num_layers": 2, "dropout": 0.0, "cross_directions": True, "dde_gated": True},
 }
 
 

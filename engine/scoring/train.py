@@ -61,7 +61,7 @@ _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 #: add features the model may ignore. The gated DDE rounds add which relations lead from the topic to an entity.
 DEFAULT_MODEL_CONFIG: dict[str, dict[str, Any]] = {
     "dde_mlp": {"include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True},
-    "qrgat": {"cross_directions": True},
+    "qrgat": {"cross_directions": True, "dde_gated": True},
 }
 CACHE_FORMAT = "isorag-scorer-cache/1"
 
