@@ -155,14 +155,6 @@ class BulkLoader:
             self._relations[name] = got
         return got
 
-    def _write_graph(self, batch: Sequence[Triple | EntityRecord], summary: LoadSummary) -> dict[str, Any]:
-        """Write one batch (nodes, then triples) and return what the embedding side needs."""
-        t0 = time.perf_counter()
-        info, groups = self._write_nodes(batch, summary)
-        self._write_triples(groups, summary)
-        summary.graph_s += time.perf_counter() - t0
-        return info
-
     def _write_triples(self, groups: tuple[list[dict[str, Any]], list[dict[str, Any]]], summary: LoadSummary) -> None:
         merge, create = groups
         if merge or create:
@@ -204,16 +196,15 @@ class BulkLoader:
         rel_names: set[str] = set()
         for rec in batch:
             if isinstance(rec, Triple):
-                h = eid_of.get(rec.head)
-                if h is None:
-                    h = eid_of[rec.head] = entity_id(kg, rec.head)
-                    if h not in written:
-                        ents.append({"eid": h, "key": rec.head, "name": default_name(rec.head), "types": []})
-                t = eid_of.get(rec.tail)
-                if t is None:
-                    t = eid_of[rec.tail] = entity_id(kg, rec.tail)
-                    if t not in written:
-                        ents.append({"eid": t, "key": rec.tail, "name": default_name(rec.tail), "types": []})
+                ends = []
+                for key in (rec.head, rec.tail):
+                    eid = eid_of.get(key)
+                    if eid is None:
+                        eid = eid_of[key] = entity_id(kg, key)
+                        if eid not in written:
+                            ents.append({"eid": eid, "key": key, "name": default_name(key), "types": []})
+                    ends.append(eid)
+                h, t = ends
                 _, rtype = self._relation(rec.relation)
                 rel_names.add(rec.relation)
                 groups.setdefault(h, []).append({"t": t, "type": rtype, "name": rec.relation})
