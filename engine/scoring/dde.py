@@ -89,12 +89,7 @@ class DDE(nn.Module):
         if not self.mixed:
             return []
         longest = max(self.rounds, self.reverse_rounds)
-        seqs: list[str] = []
-        frontier = [""]
-        for _ in range(longest):
-            frontier = [s + c for s in frontier for c in "fr"]
-            seqs += [s for s in frontier if "f" in s and "r" in s]
-        return seqs
+        return [s for n in range(1, longest + 1) for s in _sequences(n) if "f" in s and "r" in s]
 
     @property
     def out_dim(self) -> int:
