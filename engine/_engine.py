@@ -82,11 +82,32 @@ class Engine:
 
     # -- loading -------------------------------------------------------------------------------------
     def load(self, path: str | Path, fmt: str | None = None, *, strict: bool = False, progress: bool = True,
-             batch_size: int = 10_000, echo: Callable[[str], None] | None = None, **options: Any) -> Any:
-        """Load a source file (see :mod:`loaders`) into Neo4j and Milvus; returns a ``LoadSummary``."""
-        from loaders.bulk import BulkLoader
+             batch_size: int = 10_000, echo: Callable[[str], None] | None = None, offline_import: bool = False,
+             local_neo4j: Any = None, **options: Any) -> Any:
+        """Load a source file (see :mod:`loaders`) into Neo4j and Milvus; returns a ``LoadSummary``.
 
-        loader = BulkLoader(self.graph, self.vectors, self.embedder, batch_size=batch_size, progress=progress)
+        ``offline_import``: the first load of a big KG into an empty local Neo4j by Neo4j's offline importer
+        (:mod:`loaders.offline`); ``local_neo4j`` is that instance (a :class:`engine.local_neo4j.LocalNeo4j`,
+        default: the local instance this engine uses when no NEO4J_URI is set)."""
+        if offline_import:
+            from engine._errors import OfflineImportError
+            from loaders.offline import OfflineLoader
+
+            if local_neo4j is None:
+                if self.config.neo4j.uri:
+                    raise OfflineImportError(
+                        f"the offline import writes the stores of a local Neo4j that isorag manages; this engine "
+                        f"uses {self.config.neo4j.uri} (NEO4J_URI): unset it and choose the instance with "
+                        "ISORAG_NEO4J_HOME / ISORAG_NEO4J_PORT")
+                from engine.local_neo4j import default_instance
+
+                local_neo4j = default_instance()
+            loader: Any = OfflineLoader(self.graph, self.vectors, self.embedder, local_neo4j, progress=progress,
+                                        batch_size=batch_size)
+        else:
+            from loaders.bulk import BulkLoader
+
+            loader = BulkLoader(self.graph, self.vectors, self.embedder, batch_size=batch_size, progress=progress)
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
         self._matcher = None  # relation catalog changed
         self._features = None

@@ -2,6 +2,7 @@
 
     IsoragError
     +-- ConfigError                 bad or missing configuration
+    |   +-- OfflineImportError      an offline import that cannot run here (a database that is not empty, ...)
     +-- StoreError                  Neo4j or Milvus
     |   +-- StoreUnavailableError   dead or unreachable server (names the URI)
     |   +-- SchemaMismatchError     e.g. embedding dimension vs an existing collection
@@ -29,6 +30,11 @@ class IsoragError(Exception):
 
 class ConfigError(IsoragError):
     """Configuration is missing or invalid."""
+
+
+class OfflineImportError(ConfigError):
+    """The offline import cannot run here: the local Neo4j's database is not empty, or the engine uses a remote
+    server (see :mod:`loaders.offline`)."""
 
 
 class StoreError(IsoragError):
@@ -99,6 +105,7 @@ class CheckpointError(IsoragError):
 __all__ = [
     "IsoragError",
     "ConfigError",
+    "OfflineImportError",
     "StoreError",
     "StoreUnavailableError",
     "SchemaMismatchError",

@@ -83,7 +83,8 @@ def cmd_load(args: argparse.Namespace) -> int:
             if not args.path:
                 raise SystemExit("isorag load: give a PATH (or --from-neo4j)")
             summary = eng.load(args.path, args.format, strict=args.strict, progress=not args.quiet,
-                               batch_size=args.batch_size, echo=echo, **_loader_options(args))
+                               batch_size=args.batch_size, echo=echo, offline_import=args.offline_import,
+                               **_loader_options(args))
         if args.json:
             _print_json(summary.to_dict())
         else:
@@ -351,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--head"); s.add_argument("--relation"); s.add_argument("--tail")  # noqa: E702
     s.add_argument("--delimiter"); s.add_argument("--header", choices=["yes", "no"])  # noqa: E702
     s.add_argument("--nodes"); s.add_argument("--edges")  # noqa: E702
+    s.add_argument("--offline-import", action="store_true",
+                   help="first load of a big KG into an empty local Neo4j by neo4j-admin database import "
+                        "(the server is stopped meanwhile; see loaders/offline.py)")
     s.add_argument("--from-neo4j", action="store_true", help="embed a graph already in Neo4j")
     s.add_argument("--label"); s.add_argument("--key-prop"); s.add_argument("--name-prop")  # noqa: E702
     s.add_argument("--json", action="store_true")

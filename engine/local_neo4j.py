@@ -7,7 +7,8 @@ the Java source), spawns it in its own session so that it outlives the Python pr
 reuses it when it is already running, and stops it with SIGTERM (the launcher's shutdown hook shuts the DBMS down
 cleanly).
 
-Layout of an instance's home (default ``$ISORAG_HOME/neo4j``, ``ISORAG_HOME`` defaults to ``~/.isorag``)::
+Layout of an instance's home (default ``$ISORAG_NEO4J_HOME``, else ``$ISORAG_HOME/neo4j``; ``ISORAG_HOME``
+defaults to ``~/.isorag``)::
 
     data/                 Neo4j stores and transaction logs
     logs/console.log      the JVM's stdout + stderr (launcher lines and Neo4j's user log): read this first
@@ -16,11 +17,12 @@ Layout of an instance's home (default ``$ISORAG_HOME/neo4j``, ``ISORAG_HOME`` de
     run/neo4j.pid         pid of the JVM (written by this module)
     run/ready.json        written by the launcher once the default database is available, removed on shutdown
     neo4j.conf            optional extra Neo4j settings (the launcher's own settings override them)
+    import/<kg>/          CSV files and state of an offline import (:mod:`loaders.offline`), removed when done
 
 The build lives in ``$ISORAG_HOME/neo4j/build/<hash>/`` (shared by every instance): ``target/lib/*.jar`` (copied
 from ``~/.m2``) and ``target/classes``.
 
-Environment: ``ISORAG_HOME``, ``ISORAG_NEO4J_PORT`` (default 7687), ``ISORAG_NEO4J_HEAP`` (default 2g),
+Environment: ``ISORAG_HOME``, ``ISORAG_NEO4J_HOME``, ``ISORAG_NEO4J_PORT`` (default 7687), ``ISORAG_NEO4J_HEAP`` (default 2g),
 ``ISORAG_NEO4J_PAGECACHE`` (default 1g), ``JAVA_HOME`` (else ``java`` on PATH; Java 17+ required),
 ``MAVEN_HOME`` (else ``mvn`` on PATH).
 """
@@ -40,7 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from engine._errors import LocalServerError
 
@@ -58,6 +60,8 @@ SOURCE_DIR = Path(__file__).resolve().parent / "neo4j_local"
 MAIN_CLASS = "isorag.Neo4jServer"
 DEFAULT_PORT = 7687
 HOST = "127.0.0.1"
+#: the database a local instance serves (Community: one user database)
+GRAPH_DATABASE = "neo4j"
 _BUILD_FORMAT = "1"  # bump to force a rebuild when the build layout changes
 
 
@@ -486,6 +490,64 @@ class LocalNeo4j:
             self._clear_run_files()
             return True
 
+    def is_running(self) -> bool:
+        return self._find_pid() is not None
+
+    def import_full(self, args: list[str], *, log_path: Path, echo: Callable[[str], None] | None = None,
+                    heap: str = "2g", poll: Callable[[], None] | None = None) -> None:
+        """Run ``neo4j-admin database import full <args>`` on this home's stores (the server must be stopped).
+
+        The admin tool is Neo4j's own (``org.neo4j.cli.AdminTool``, already among the launcher's jars); it
+        replaces the default database with the CSV files named in ``args``. Its output goes to ``log_path``
+        and, line by line, to ``echo``. ``poll`` is called about once a second while it runs (it may raise to
+        abort the import, which kills the tool). A failure raises :class:`LocalServerError` with the log's tail.
+        """
+        if self.is_running():
+            raise LocalServerError(f"the local Neo4j of {self.home} is running: stop it before an offline import")
+        build_dir = self.build()
+        java, _ = find_java()
+        conf_dir = self.home
+        if not (self.home / "neo4j.conf").is_file():
+            conf_dir = self.home / "run" / "admin-conf"
+            conf_dir.mkdir(parents=True, exist_ok=True)
+            (conf_dir / "neo4j.conf").touch()
+        cmd = [java, f"-Xmx{_mem_bytes(heap) // 1024 ** 2}m", *JVM_FLAGS[:2], "-cp",
+               f"{build_dir / 'target' / 'lib'}/*", "org.neo4j.cli.AdminTool", "database", "import", "full",
+               GRAPH_DATABASE, *args]
+        env = dict(os.environ, NEO4J_HOME=str(self.home), NEO4J_CONF=str(conf_dir))
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w", encoding="utf-8") as log:
+            log.write("$ " + " ".join(cmd) + "\n")
+            log.flush()
+            proc = subprocess.Popen(cmd, cwd=self.home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True, bufsize=1)
+            assert proc.stdout is not None
+            import threading
+
+            def pump() -> None:
+                for line in proc.stdout:  # type: ignore[union-attr]
+                    log.write(line)
+                    log.flush()
+                    if echo is not None and line.strip() and not line.startswith((".", "-")):
+                        echo(line.rstrip())
+
+            t = threading.Thread(target=pump, name="isorag-neo4j-import", daemon=True)
+            t.start()
+            try:
+                while proc.poll() is None:
+                    if poll is not None:
+                        poll()
+                    time.sleep(1.0)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                t.join(timeout=10)
+        if proc.returncode != 0:
+            raise LocalServerError(f"neo4j-admin database import failed (exit {proc.returncode}) in {self.home}; "
+                                   f"last lines of {log_path}:\n{_tail(log_path, 30)}")
+
     def status(self) -> dict:
         pid = self._find_pid()
         info = self._ready_info() if pid is not None else {}
@@ -504,8 +566,10 @@ class LocalNeo4j:
 
 # --------------------------------------------------------------------------------------------- defaults, CLI
 def default_instance() -> LocalNeo4j:
-    """The default instance: $ISORAG_HOME/neo4j, port $ISORAG_NEO4J_PORT (7687), heap/page cache from env."""
-    return LocalNeo4j(heap=os.environ.get("ISORAG_NEO4J_HEAP") or "2g",
+    """The default instance: $ISORAG_NEO4J_HOME (else $ISORAG_HOME/neo4j), port $ISORAG_NEO4J_PORT (7687),
+    heap/page cache from env."""
+    return LocalNeo4j(home=Path(os.environ["ISORAG_NEO4J_HOME"]) if os.environ.get("ISORAG_NEO4J_HOME") else None,
+                      heap=os.environ.get("ISORAG_NEO4J_HEAP") or "2g",
                       pagecache=os.environ.get("ISORAG_NEO4J_PAGECACHE") or "1g")
 
 

@@ -122,6 +122,50 @@ class _Failed:
         self.exc = exc
 
 
+def embed_batch(vectors: Any, embedder: Any, kg: str, info: dict[str, Any], summary: LoadSummary, bar: Any,
+                embed_batch_size: int = 64) -> None:
+    """Embed what of a batch has no vector in Milvus yet (entities of ``info["eids"]`` and those ``renamed``,
+    named by ``info["names"]``; relation names ``info["rels"]``, type names ``info["types"]``) and write it."""
+    v = vectors
+    # entities: those without a vector, plus those whose name a record just (re)set
+    t0 = time.perf_counter()
+    eids = info["eids"]
+    have = v.existing_ids("entities", eids) if eids else set()
+    todo = set(eids) - have
+    todo.update(info["renamed"])
+    stored = info["names"]  # what Neo4j holds for each entity of the batch
+    names = {eid: stored.get(eid) or "" for eid in sorted(todo)}
+    summary.vector_s += time.perf_counter() - t0
+    if names:
+        ids = list(names)
+        t1 = time.perf_counter()
+        vecs = embedder.encode([names[i] for i in ids], batch_size=embed_batch_size)
+        summary.embed_s += time.perf_counter() - t1
+        t2 = time.perf_counter()
+        v.upsert("entities", ids, vecs)
+        summary.vector_s += time.perf_counter() - t2
+        summary.embedded_entities += len(ids)
+    if bar is not None:
+        bar.update(len(eids))
+    for kind, items, idf in (("relations", info["rels"], relation_id), ("types", info["types"], type_id)):
+        if not items:
+            continue
+        ids = [idf(kg, n) for n in items]
+        have = v.existing_ids(kind, ids)
+        miss = [(i, n) for i, n in zip(ids, items) if i not in have]
+        if miss:
+            t1 = time.perf_counter()
+            vecs = embedder.encode([n for _, n in miss], batch_size=embed_batch_size)
+            summary.embed_s += time.perf_counter() - t1
+            t2 = time.perf_counter()
+            v.upsert(kind, [i for i, _ in miss], vecs, names=[n for _, n in miss])
+            summary.vector_s += time.perf_counter() - t2
+            if kind == "relations":
+                summary.embedded_relations += len(miss)
+            else:
+                summary.embedded_types += len(miss)
+
+
 class BulkLoader:
     """Loads record streams into a KG; one instance per (graph, vectors, embedder).
 
@@ -254,44 +298,7 @@ class BulkLoader:
 
     # -- vector stage -------------------------------------------------------------------------------
     def _embed(self, info: dict[str, Any], summary: LoadSummary, bar: Any) -> None:
-        v = self.vectors
-        # entities: those without a vector, plus those whose name a record just (re)set
-        t0 = time.perf_counter()
-        eids = info["eids"]
-        have = v.existing_ids("entities", eids) if eids else set()
-        todo = set(eids) - have
-        todo.update(info["renamed"])
-        stored = info["names"]  # what Neo4j holds for each entity of the batch
-        names = {eid: stored.get(eid) or "" for eid in sorted(todo)}
-        summary.vector_s += time.perf_counter() - t0
-        if names:
-            ids = list(names)
-            t1 = time.perf_counter()
-            vecs = self.embedder.encode([names[i] for i in ids], batch_size=self.embed_batch_size)
-            summary.embed_s += time.perf_counter() - t1
-            t2 = time.perf_counter()
-            v.upsert("entities", ids, vecs)
-            summary.vector_s += time.perf_counter() - t2
-            summary.embedded_entities += len(ids)
-        if bar is not None:
-            bar.update(len(eids))
-        for kind, items, idf in (("relations", info["rels"], relation_id), ("types", info["types"], type_id)):
-            if not items:
-                continue
-            ids = [idf(self.kg, n) for n in items]
-            have = v.existing_ids(kind, ids)
-            miss = [(i, n) for i, n in zip(ids, items) if i not in have]
-            if miss:
-                t1 = time.perf_counter()
-                vecs = self.embedder.encode([n for _, n in miss], batch_size=self.embed_batch_size)
-                summary.embed_s += time.perf_counter() - t1
-                t2 = time.perf_counter()
-                v.upsert(kind, [i for i, _ in miss], vecs, names=[n for _, n in miss])
-                summary.vector_s += time.perf_counter() - t2
-                if kind == "relations":
-                    summary.embedded_relations += len(miss)
-                else:
-                    summary.embedded_types += len(miss)
+        embed_batch(self.vectors, self.embedder, self.kg, info, summary, bar, self.embed_batch_size)
 
     # -- driver --------------------------------------------------------------------------------------
     def load_records(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary,
