@@ -5,10 +5,10 @@
 Per size: a KG with power-law (Zipf) degrees, thousands of typed relation names made from verb phrases and
 realistic entity names (people, places, organisations, products; a number where a name repeats) is written
 as a TSV file (cached under ``$ISORAG_HOME/scale``), loaded into KG ``scale_<size>`` with the project's
-``BulkLoader`` (batched UNWIND MERGE into Neo4j + ONNX/torch embeddings into Milvus). ``neo4j-admin
-database import`` would be the faster graph path at 10M edges (an offline CSV import into a fresh database);
-it is not implemented: it needs the server stopped and a database of its own, and embedding the entity
-names, not the graph write, is the larger cost of a load. Gold patterns are sampled with
+offline importer (:mod:`loaders.offline`: ``neo4j-admin database import full`` into a local Neo4j of its own
+per size, under ``$ISORAG_HOME/scale/neo4j-<size>`` on ``--port``, while ONNX embeddings go to Milvus), or with
+``--loader online`` with the ``BulkLoader`` (batched UNWIND MERGE through Bolt into the shared local Neo4j).
+Gold patterns are sampled with
 :mod:`engine.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
 latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
 exhaustive Cypher oracle on the same candidates, where the oracle finishes within ``--oracle-timeout``.
@@ -181,22 +181,42 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     print(f"[{edges:,}] generated {path} in {gen_s:.1f} s", flush=True)
 
     kg = f"scale_{edges}"
+    local = None
+    neo_dir, mil_dir = home / "neo4j", home / "milvus"
+    if args.loader == "offline":
+        # a local Neo4j of its own per size (the offline importer replaces a whole database); one runs at a time
+        from engine.local_neo4j import LocalNeo4j
+
+        pagecache = args.pagecache or ("4g" if edges >= 5_000_000 else "1g")
+        local = LocalNeo4j(home=data / f"neo4j-{edges}", port=args.port, heap="2g", pagecache=pagecache)
+        neo_dir = local.home / "data"
+        neo = local.start() if neo_dir.exists() else local.uri  # (no store yet: the import starts it)
     cfg = EngineConfig(kg=kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=64, k_rel=64, k=args.k, deadline_s=args.deadline))
     eng = Engine(cfg, llm=False)
-    neo_dir, mil_dir = home / "neo4j", home / "milvus"
     size0 = {"neo4j": du_mb(neo_dir), "milvus": du_mb(mil_dir)}
-    st = eng.graph.stats()
+    st = eng.graph.stats() if neo_dir.exists() else {"entities": 0}
     load: dict[str, Any]
     if st["entities"] and not args.reload and eng.stats()["agree"]:
         load = {"reused": True}
         load_s = None
     else:
-        if st["entities"]:
+        if local is not None:  # a fresh database and no vectors: everything is loaded and embedded anew
+            local.stop()
+            import shutil
+
+            shutil.rmtree(local.home / "data", ignore_errors=True)
+            shutil.rmtree(local.home / "import", ignore_errors=True)
+            eng.vectors.drop()
+            size0 = {"neo4j": 0.0, "milvus": du_mb(mil_dir)}
+        elif st["entities"]:
             eng.drop()
-        summary = eng.load(path, "tsv", progress=not args.quiet)
+        summary = eng.load(path, "tsv", progress=not args.quiet, offline_import=local is not None,
+                           local_neo4j=local)
         load_s = summary.wall_s
         load = summary.to_dict()
+        load["loader"] = ("offline: neo4j-admin database import full into a fresh local Neo4j, embeddings "
+                          "beside it" if local is not None else "online: batched UNWIND through Bolt")
         load["triples_per_s"] = round(summary.triples / max(summary.wall_s, 1e-9), 1)
         load["graph_triples_per_s"] = round(summary.triples / max(summary.graph_s, 1e-9), 1)
         load["embed_entities_per_s"] = round(summary.embedded_entities / max(summary.embed_s, 1e-9), 1)
@@ -271,6 +291,12 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     if not args.keep:
         eng.drop()
     eng.close()
+    if local is not None:
+        local.stop()
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(local.home, ignore_errors=True)
     main = runs["k64"]
     return {"edges": edges, "entities": stats["entities"], "relations": stats["relations"],
             "triples": stats["triples"], "generate_s": round(gen_s, 1), "generator": gen,
@@ -324,6 +350,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", action="store_true", help="keep the KGs (default: drop each after its run)")
     ap.add_argument("--reload", action="store_true", help="drop and reload a KG that is already loaded")
+    ap.add_argument("--loader", choices=["offline", "online"], default="offline",
+                    help="offline: neo4j-admin import into a local Neo4j of its own per size (default); "
+                         "online: the BulkLoader into the shared local Neo4j")
+    ap.add_argument("--port", type=int, default=7688, help="Bolt port of the per-size Neo4j (offline loader)")
+    ap.add_argument("--pagecache", default=None, help="page cache of the per-size Neo4j (default 1g; 4g from 5M)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     sizes = [int(x) for x in args.edges.split(",") if x.strip()]

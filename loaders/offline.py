@@ -249,7 +249,7 @@ class OfflineLoader:
 
         self.vectors.ensure_collections()
         rels = [row[2] for row in csv.reader((self.workdir / "reltypes.csv").open(encoding="utf-8", newline=""))]
-        tys = [row[2] for row in csv.reader((self.workdir / "etypes.csv").open(encoding="utf-8", newline=""))]
+        tys = [row[3] for row in csv.reader((self.workdir / "etypes.csv").open(encoding="utf-8", newline=""))]
         bar = tqdm(total=state["counts"]["entities"], desc="embed  (entities)", unit="ent",
                    disable=not self.progress, file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
         first = True
@@ -283,12 +283,12 @@ class OfflineLoader:
         phase = state.get("phase")
         resumable = phase in ("parsed", "importing", "imported", "done")
 
+        holds = None
         if phase not in ("importing", "imported", "done"):
             # (past "parsed", the database was found empty before: it holds this import, perhaps unfinished)
-            self.local.start()
-            holds = self._database_holds()
-        else:
-            holds = None
+            if self.local.is_running() or (Path(self.local.home) / "data" / "databases").exists():
+                self.local.start()
+                holds = self._database_holds()
         if holds is not None:
             raise OfflineImportError(
                 f"the offline import replaces the whole database of the local Neo4j in {self.local.home}, "
