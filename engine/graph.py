@@ -284,6 +284,8 @@ class GraphStore:
     def drop(self, batch: int = 10_000) -> int:
         """Delete this KG's nodes and relationships (other KGs untouched)."""
         total = 0
+        while self.write(cypher("drop_kg_rels_batch"), kg=self.kg, limit=5 * batch).relationships_deleted:
+            pass
         while True:
             n = self.write(cypher("drop_kg_batch"), kg=self.kg, limit=batch).nodes_deleted
             total += n
