@@ -16,6 +16,9 @@ holds nothing yet (``isorag load PATH --kg NAME --offline-import``; the instance
    own JVM, the embedder here).
 3. **start**: the server comes back and the key constraints and indexes are built over the imported graph.
 
+Memory: a bounded cache of entity ids (repeats past it are removed by ``sort -u``) and the entities that records
+describe (RDF labels and types, node tables), which are gathered before they are written.
+
 Resuming: a state file (``state.json`` beside the CSV files) records the source (path, size, mtime) and the
 phase reached. Run again after a failure at any point, the load redoes the import if it had not finished
 (the importer overwrites its own partial store), never parses twice, and embeds only the names Milvus does not
