@@ -16,7 +16,8 @@ Figures on the test questions:
   :mod:`metaqa_qtypes`), plus shortest paths to the answers that walk misses;
 * ``answer_recall`` @K: share of *all* gold answers among the entities of the K best triples (an answer the KG
   lacks or the capped neighbourhood left out counts as missed; ``answer_ceiling`` is the share in the
-  neighbourhood at all);
+  neighbourhood at all, ``answer_ceiling_at_k`` the best any ranking of the fetched triples can do at K: a
+  triple covers at most two answers, so a question with more than K answers cannot be fully covered by K);
 * ``hits1``: the first answer extracted from the adaptive top-p triples (no LLM) is a gold answer;
 * ``score_p50_ms`` / ``score_p95_ms``: wall time of the scoring step per question on CPU (graph tensors from
   cached features, forward, sigmoid, adaptive top-p), one thread; ``score_cpu_*`` the same in CPU time (the
@@ -83,6 +84,10 @@ def main() -> None:
                     help="training labels: relation-path triples from the question type, or shortest paths")
     ap.add_argument("--pos-weight", type=float, default=1.0, help="BCE weight of positive triples")
     ap.add_argument("--batch", type=int, default=8, help="questions per optimizer step")
+    ap.add_argument("--neg-samples", type=int, default=0,
+                    help="negatives sampled per question and epoch (0: every triple every epoch)")
+    ap.add_argument("--near-share", type=float, default=0.5,
+                    help="share of the sampled negatives drawn from those touching an entity of a positive triple")
     ap.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                     help="override a model setting, e.g. qrgat.dde_gated=true (value read as JSON)")
     ap.add_argument("--quiet", action="store_true")
@@ -153,6 +158,7 @@ def main() -> None:
         "train_questions": len(train.examples), "dev_questions": len(dev.examples),
         "test_questions": len(test_data.examples), "prepare_s": round(prepare_s, 1),
         "threads": args.threads, "labels": args.labels, "pos_weight": args.pos_weight, "batch": args.batch,
+        "neg_samples": args.neg_samples, "near_share": args.near_share,
         "path_labels": {"train": train_data.meta.get("path_labels"), "test": test_data.meta.get("path_labels")},
         "models": {},
     }
@@ -168,7 +174,8 @@ def main() -> None:
         model = make_model(name, eng.embedder.dim, **configs.get(name, {}))
         settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
                                  threads=args.threads, device="cpu", pos_weight=args.pos_weight,
-                                 batch_questions=args.batch)
+                                 batch_questions=args.batch, neg_samples=args.neg_samples,
+                                 near_share=args.near_share)
         t1 = time.perf_counter()
         model, history, best_epoch, best = train_model(model, train, dev, settings, progress=progress)
         train_s = time.perf_counter() - t1
@@ -187,6 +194,8 @@ def main() -> None:
             "path_triple_recall": {f"{h}-hop": {str(k): round(per_hop[h].get(f"path_triple_recall@{k}", float("nan")), 4)
                                                 for k in KS} for h in (1, 2, 3)},
             "answer_ceiling": {f"{h}-hop": round(per_hop[h].get("answer_ceiling", float("nan")), 4) for h in (1, 2, 3)},
+            "answer_ceiling_at_k": {f"{h}-hop": {str(k): round(per_hop[h].get(f"answer_ceiling@{k}", float("nan")), 4)
+                                                 for k in KS} for h in (1, 2, 3)},
             "hits1": round(ev["all"]["hits1"], 4),
             "hits1_per_hop": {f"{h}-hop": round(per_hop[h].get("hits1", float("nan")), 4) for h in (1, 2, 3)},
             "score_p50_ms": round(ev["all"]["score_p50_ms"], 2),

@@ -286,6 +286,67 @@ def test_entity_table_gives_the_same_logits(name):
         assert model._entity_table is None
 
 
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_scoring_a_subset_of_triples_equals_the_full_logits(name):
+    # training on sampled negatives scores only some triples; their logits must be the full forward's
+    model = make_models()[name]
+    model.eval()
+    graph = random_graph(num_nodes=50, num_edges=160, seed=4)
+    full = model(graph)
+    edges = torch.tensor([5, 0, 159, 77, 77, 31])
+    part = model(graph, edges=edges)
+    assert part.shape == (6,)
+    assert torch.allclose(part, full[edges], atol=1e-5)
+
+
+def test_sampled_negatives_are_stratified_and_weighted():
+    import numpy as np
+
+    from engine.scoring.neighbourhood import Neighbourhood
+    from engine.scoring.train import PreparedSet, near_negatives, sample_edges
+
+    # a path 0 -> 1 -> 2 (the positives), 5 triples touching node 1 or 2, 20 elsewhere
+    heads = np.array([0, 1] + [1, 2, 7, 8, 2] + [10 + i for i in range(20)])
+    tails = np.array([1, 2] + [3, 4, 1, 2, 9] + [30 + i for i in range(20)])
+    n = 50
+    nb = Neighbourhood(kg="t", nodes=np.arange(n), heads=heads, tails=tails, rels=np.zeros(len(heads), np.int64),
+                       relation_types=("r",), anchors=np.array([0]), distance=np.zeros(n, np.int64),
+                       nameless=np.zeros(n, bool), report=None)
+    ex = {"nb": "a", "pos": np.array([0, 1]), "train_pos": np.array([0, 1])}
+    data = PreparedSet({"a": nb}, [ex], [], np.zeros((0, 4), np.float32), np.arange(n), np.zeros((n, 4), np.float32),
+                       np.ones(n, bool), ("r",), np.zeros((1, 4), np.float32))
+    pos, near, rest = near_negatives(data, ex)
+    assert pos.tolist() == [0, 1] and near.tolist() == [2, 3, 4, 5, 6] and len(rest) == 20
+    rng = np.random.default_rng(0)
+    edges, w = sample_edges(data, [ex, ex], 8, 0.5, rng)
+    first, second = edges[:10], edges[10:] - len(heads)  # the second question's triples come after the first's
+    for got in (first, second):
+        assert got[:2].tolist() == [0, 1]
+        assert set(got[2:6].tolist()) <= set(near.tolist()) and set(got[6:].tolist()) <= set(rest.tolist())
+        assert len(set(got.tolist())) == 10
+    # weights: stratum size / drawn (5/4 near, 20/4 others), positives 1; the expected loss is the full one
+    assert w[:10].tolist() == [1, 1] + [1.25] * 4 + [5.0] * 4
+    # a stratum smaller than its share gives the rest to the other one; asking for more takes everything
+    edges, w = sample_edges(data, [ex], 16, 0.9, rng)
+    assert len(edges) == 18 and sorted(edges[2:7].tolist()) == near.tolist() and w[2:7].tolist() == [1.0] * 5
+    edges, w = sample_edges(data, [ex], 100, 0.5, rng)
+    assert sorted(edges.tolist()) == list(range(len(heads))) and (w == 1).all()
+
+
+def test_answer_ceiling_at_k():
+    from engine.scoring.metrics import answer_ceiling_at_k
+
+    # answers 1..5; triples 1-2 and 3-4 join two answers each (a matching of 2), 5 only by a triple to 0
+    heads, tails = [1, 3, 0, 0, 2], [2, 4, 5, 1, 3]
+    assert answer_ceiling_at_k(heads, tails, [1, 2, 3, 4, 5], 1) == 2
+    assert answer_ceiling_at_k(heads, tails, [1, 2, 3, 4, 5], 2) == 4
+    assert answer_ceiling_at_k(heads, tails, [1, 2, 3, 4, 5], 3) == 5
+    assert answer_ceiling_at_k(heads, tails, [1, 2, 3, 4, 5], 100) == 5
+    # no triple joins two answers: one answer per triple, 150 answers cannot be covered by 100 triples
+    assert answer_ceiling_at_k(list(range(150)), list(range(1000, 1150)), list(range(1000, 1150)), 100) == 100
+    assert answer_ceiling_at_k(heads, tails, [], 10) == 0
+
+
 def test_qrgat_blockwise_first_layer_equals_the_literal_input():
     torch.manual_seed(0)
     for positional in ("topic", "dde", "none"):

@@ -109,7 +109,12 @@ class DDEMLP(TripleScorer):
             s = torch.cat([s, self.gated(b, dtype)], dim=1)
         return s
 
-    def forward(self, graph: QuestionGraph | BatchedGraphs) -> torch.Tensor:
+    def forward(self, graph: QuestionGraph | BatchedGraphs, edges: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``[E]``; with ``edges`` (indices into the batch's triples) only those triples' ``[len(edges)]``.
+
+        The DDE always runs over the whole graph (it is the structure); with ``edges`` the text and MLP terms
+        are computed only for the nodes those triples touch, which is what makes training on sampled
+        negatives cheap (the per-node projection is most of an epoch's cost)."""
         b = self._prepare(graph)
         d, k = self.emb_dim, self.struct_dim
         dtype = self.nameless.dtype
@@ -117,22 +122,33 @@ class DDEMLP(TripleScorer):
         w = self.first.weight
         w_q, w_h, w_r, w_t = w[:, :d], w[:, d:2 * d], w[:, 2 * d:3 * d], w[:, 3 * d:4 * d]
         w_sh, w_st = w[:, 4 * d:4 * d + k], w[:, 4 * d + k:]
+        head, tail, edge_rel = b.edge_index[0], b.edge_index[1], b.edge_rel
         text = self._table_terms(b)
+        if edges is not None:
+            head, tail, edge_rel = head.index_select(0, edges), tail.index_select(0, edges), edge_rel.index_select(0, edges)
+            nodes, inv = torch.unique(torch.cat([head, tail]), return_inverse=True)
+            head, tail = inv[:edges.shape[0]], inv[edges.shape[0]:]
+            s = s.index_select(0, nodes)
+            has_text = b.has_text.index_select(0, nodes)
+            emb = b.node_emb.index_select(0, nodes).to(dtype)
+            text = text.index_select(0, nodes) if text is not None else None
+        else:
+            has_text, emb = b.has_text, b.node_emb.to(dtype)
         if text is None:
             # One matmul for both roles of every node: [N, d + k] -> [N, 2 * hidden].
             w_node = torch.cat([torch.cat([w_h, w_sh], 1), torch.cat([w_t, w_st], 1)], 0)
-            node = F.linear(torch.cat([self.node_features(b), s], 1), w_node)
+            x = torch.where(has_text.unsqueeze(1), emb, self.nameless)
+            node = F.linear(torch.cat([x, s], 1), w_node)
         else:
             # text terms from the entity table (the shared vector's where there is no text) + the DDE terms
             nameless = F.linear(self.nameless, torch.cat([w_h, w_t], 0))
-            node = torch.where(b.has_text.unsqueeze(1), text, nameless)
+            node = torch.where(has_text.unsqueeze(1), text, nameless)
             node = node.add_(F.linear(s, torch.cat([w_sh, w_st], 0))) if k else node
         as_head, as_tail = node.chunk(2, dim=1)
         # Each relation row belongs to one question, so the query term (and the bias) folds into it.
         query = F.linear(b.q_emb.to(dtype), w_q, self.first.bias)
         rel = F.linear(b.rel_emb.to(dtype), w_r).add_(query.index_select(0, b.rel_batch))
-        head, tail = b.edge_index[0], b.edge_index[1]
-        h = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, b.edge_rel))
+        h = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, edge_rel))
         return self._rest(h)
 
     def entity_terms(self, emb: torch.Tensor) -> torch.Tensor:

@@ -289,10 +289,12 @@ class QRGAT(TripleScorer):
 
     # -- forward ------------------------------------------------------------------------------------------
 
-    def forward(self, graph: QuestionGraph | BatchedGraphs, return_attention: bool = False):  # type: ignore[override]
+    def forward(self, graph: QuestionGraph | BatchedGraphs, return_attention: bool = False,  # type: ignore[override]
+                edges: torch.Tensor | None = None):
         """Logits ``[E]``; with ``return_attention=True`` also ``{"forward"|"reverse": [(edge_index, alpha)]}``,
         one entry per layer, where ``edge_index`` is the message-passing graph (self-loops included) and
-        ``alpha`` its ``[E', H]`` attention."""
+        ``alpha`` its ``[E', H]`` attention. With ``edges`` (indices into the batch's triples) only those
+        triples are scored (message passing still runs over the whole graph)."""
         b = self._prepare(graph)
         x = self.node_features(b)
         p = self.position(b)
@@ -327,10 +329,11 @@ class QRGAT(TripleScorer):
                     res, alpha = res
                     attention[name].append((ei, alpha))
                 outputs.append(res)
-        logits = self._score(torch.cat(outputs, dim=1), b, x.dtype)
+        logits = self._score(torch.cat(outputs, dim=1), b, x.dtype, edges)
         return (logits, attention) if return_attention else logits
 
-    def _score(self, h: torch.Tensor, b: BatchedGraphs, dtype: torch.dtype) -> torch.Tensor:
+    def _score(self, h: torch.Tensor, b: BatchedGraphs, dtype: torch.dtype,
+               edges: torch.Tensor | None = None) -> torch.Tensor:
         """``W2 ReLU(W1 [q || h_h || r || h_t])`` by blocks: node terms per node, query term per relation row."""
         d, width = self.emb_dim, 2 * self.hidden
         w = self.score1.weight
@@ -341,6 +344,8 @@ class QRGAT(TripleScorer):
         rel = F.linear(b.rel_emb.to(dtype), w_r, self.score1.bias)
         if self.query_score:
             rel = rel.add_(F.linear(b.q_emb.to(dtype), w[:, :d]).index_select(0, b.rel_batch))
-        head, tail = b.edge_index[0], b.edge_index[1]
-        pre = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, b.edge_rel))
+        head, tail, edge_rel = b.edge_index[0], b.edge_index[1], b.edge_rel
+        if edges is not None:
+            head, tail, edge_rel = head.index_select(0, edges), tail.index_select(0, edges), edge_rel.index_select(0, edges)
+        pre = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, edge_rel))
         return self.score2(self.dropout(F.relu_(pre))).squeeze(-1)

@@ -251,7 +251,7 @@ class PreparedSet:
             nbs[k] = {name: (t(v) if isinstance(v, np.ndarray) else v) for name, v in arr.items()}
             nbs[k]["report"] = json.dumps(arr["report"])
         # the relation-path labels are not kept: they are made again from the records on every prepare
-        examples = [{**{k: v for k, v in ex.items() if k != "train_pos"},
+        examples = [{**{k: v for k, v in ex.items() if k != "train_pos" and not k.startswith("_")},
                      "topic": t(np.asarray(ex["topic"], np.int64)), "answers": t(np.asarray(ex["answers"], np.int64)),
                      "pos": t(np.asarray(ex["pos"], np.int64))} for ex in self.examples]
         payload = {"format": CACHE_FORMAT, "meta": json.dumps(self.meta), "neighbourhoods": nbs, "examples": examples,
@@ -495,6 +495,13 @@ class TrainSettings:
     #: weight of a positive triple's BCE term (1: plain BCE). A 3-hop question has ~20 positives among
     #: thousands of candidates, so the unweighted loss is dominated by pushing negatives down.
     pos_weight: float = 1.0
+    #: negatives per question and epoch (0: every triple of the neighbourhood is a candidate every epoch).
+    #: With N > 0 an epoch scores the positives and N sampled negatives per question, stratified: up to
+    #: ``near_share * N`` from the negatives that touch an entity of a positive triple (the other relations
+    #: around the evidence, where the hubs are), the rest uniformly from the others; each stratum's terms
+    #: are weighted by (its size / drawn), so the loss is an unbiased estimate of the full one.
+    neg_samples: int = 0
+    near_share: float = 0.5
 
 
 @dataclass
@@ -526,20 +533,74 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _loss(model: Any, batch: Any, pos_weight: float = 1.0) -> Any:
+def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, Any] | None = None) -> Any:
+    """BCE with logits, the mean per question, then over the batch. ``sample``: ``(edges, weights)``, the
+    triples scored this step and the weight of each one's term (sampled negatives, :func:`sample_edges`);
+    the per-question mean still divides by the question's full triple count."""
     import torch
     import torch.nn.functional as F
 
-    logits = model(batch)
-    weight = None
-    if pos_weight != 1.0:
-        weight = torch.where(batch.labels > 0, torch.as_tensor(pos_weight, dtype=logits.dtype, device=logits.device),
-                             torch.ones((), dtype=logits.dtype, device=logits.device))
-    per = F.binary_cross_entropy_with_logits(logits, batch.labels, weight=weight, reduction="none")
+    if sample is None:
+        logits = model(batch)
+        labels, which = batch.labels, batch.triple_batch
+        weight = None
+        if pos_weight != 1.0:
+            weight = torch.where(labels > 0, torch.as_tensor(pos_weight, dtype=logits.dtype, device=logits.device),
+                                 torch.ones((), dtype=logits.dtype, device=logits.device))
+    else:
+        edges, w = sample
+        logits = model(batch, edges=edges)
+        labels, which = batch.labels.index_select(0, edges), batch.triple_batch.index_select(0, edges)
+        weight = torch.where(labels > 0, torch.as_tensor(pos_weight, dtype=logits.dtype, device=logits.device),
+                             w.to(logits.dtype))
+    per = F.binary_cross_entropy_with_logits(logits, labels, weight=weight, reduction="none")
     # mean per question, then over the batch: a large neighbourhood does not outweigh a small one
-    sums = torch.zeros(batch.num_graphs, device=per.device).index_add_(0, batch.triple_batch, per)
+    sums = torch.zeros(batch.num_graphs, device=per.device).index_add_(0, which, per)
     counts = torch.diff(batch.edge_ptr).clamp(min=1).to(per.dtype)
     return (sums / counts).mean()
+
+
+def near_negatives(data: PreparedSet, ex: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(positives, near negatives, other negatives)`` of an example (triple indices): near negatives touch
+    an entity of a positive triple. Cached in the example (``_strata``)."""
+    got = ex.get("_strata")
+    if got is not None and got[0] is train_pos(ex):
+        return got[1]
+    nb = data.neighbourhoods[ex["nb"]]
+    pos = np.asarray(train_pos(ex), dtype=np.int64)
+    is_pos = np.zeros(nb.num_edges, bool)
+    is_pos[pos] = True
+    pos_nodes = np.unique(np.concatenate([nb.heads[pos], nb.tails[pos]])) if len(pos) else np.zeros(0, np.int64)
+    near = (np.isin(nb.heads, pos_nodes) | np.isin(nb.tails, pos_nodes)) & ~is_pos
+    strata = (np.flatnonzero(is_pos), np.flatnonzero(near), np.flatnonzero(~near & ~is_pos))
+    ex["_strata"] = (train_pos(ex), strata)
+    return strata
+
+
+def sample_edges(data: PreparedSet, examples: Sequence[dict[str, Any]], n_neg: int, near_share: float,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Triples to score for a batch of ``examples`` (in batch order, indices into the batched triples) and
+    the weight of each: positives (weight 1 here; the loss applies ``pos_weight``) and ``n_neg`` negatives
+    per question drawn by stratum (see :attr:`TrainSettings.neg_samples`), weighted by stratum size / drawn."""
+    edges, weights = [], []
+    off = 0
+    for ex in examples:
+        pos, near, rest = near_negatives(data, ex)
+        want_near = min(len(near), int(round(near_share * n_neg)))
+        want_rest = min(len(rest), n_neg - want_near)
+        want_near = min(len(near), n_neg - want_rest)  # what the other stratum cannot use
+        parts = [pos]
+        wparts = [np.ones(len(pos), np.float32)]
+        for stratum, k in ((near, want_near), (rest, want_rest)):
+            if k <= 0:
+                continue
+            pick = stratum if k >= len(stratum) else rng.choice(stratum, size=k, replace=False)
+            parts.append(pick)
+            wparts.append(np.full(len(pick), len(stratum) / len(pick), np.float32))
+        edges.append(np.concatenate(parts) + off)
+        weights.append(np.concatenate(wparts))
+        off += data.neighbourhoods[ex["nb"]].num_edges
+    return np.concatenate(edges), np.concatenate(weights)
 
 
 def score_examples(model: Any, data: PreparedSet, examples: Sequence[dict[str, Any]] | None = None,
@@ -617,6 +678,7 @@ def train_model(
     if not usable:
         raise InputError("no training question has a labelled triple (no path topic -> answer in its neighbourhood)")
     order_rng = random.Random(s.seed)
+    sample_rng = np.random.default_rng(s.seed)
     history: list[dict[str, Any]] = []
     best_state, best_recall, best_epoch, bad = None, -1.0, 0, 0
     deadline = time.monotonic() + s.max_minutes * 60.0 if s.max_minutes else None
@@ -630,9 +692,13 @@ def train_model(
                    disable=not progress, file=sys.stderr, dynamic_ncols=True, leave=False)
         out_of_time = False
         for b0 in bar:
-            batch = batch_graphs([train.graph(train.examples[i]) for i in order[b0:b0 + s.batch_questions]],
-                                 device=device)
-            loss = _loss(model, batch, s.pos_weight)
+            exs = [train.examples[i] for i in order[b0:b0 + s.batch_questions]]
+            batch = batch_graphs([train.graph(ex) for ex in exs], device=device)
+            sample = None
+            if s.neg_samples > 0:
+                e, w = sample_edges(train, exs, s.neg_samples, s.near_share, sample_rng)
+                sample = (torch.from_numpy(e).to(device), torch.from_numpy(w).to(device))
+            loss = _loss(model, batch, s.pos_weight, sample)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -759,6 +825,7 @@ def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), 
     import torch
 
     from engine.scoring.extract import answer_candidates
+    from engine.scoring.metrics import answer_ceiling_at_k
     from engine.scoring.select import top_k as top_k_idx
 
     rows: dict[Any, dict[str, list[float]]] = {}
@@ -782,10 +849,12 @@ def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), 
             if path_pos:
                 vals[f"path_triple_recall@{k}"] = len(path_pos & set(top.tolist())) / len(path_pos)
         vals["answer_ceiling"] = len(answers) / n_gold
-        from engine.scoring.select import adaptive_top_p
-
-        sel = adaptive_top_p(torch.from_numpy(logits), k_min=50, k_max=200).numpy()
-        cands = answer_candidates(nb.heads, nb.tails, conf, sel, nb.anchors)
+        for k in ks:
+            # the best any ranking of the fetched triples can do at K (a triple covers at most two answers)
+            vals[f"answer_ceiling@{k}"] = answer_ceiling_at_k(nb.heads, nb.tails, answers, k) / n_gold
+        # the answer is extracted from the k_max (200) best triples, as the engine's scorer does
+        ext = order[:200] if max(ks) >= 200 else top_k_idx(torch.from_numpy(logits), 200).numpy()
+        cands = answer_candidates(nb.heads, nb.tails, conf, ext, nb.anchors)
         vals["hits1"] = 1.0 if cands and cands[0][0] in answers else 0.0
         for key in keys:
             bucket = rows.setdefault(key, {})
