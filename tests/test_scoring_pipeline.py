@@ -282,6 +282,32 @@ def test_checkpoint_round_trip_and_refusals(kg: Callable[..., Engine], checkpoin
         other.close()
 
 
+def test_service_scores_as_the_benchmark_does(kg: Callable[..., Engine], checkpoint: Path, prepared: Any) -> None:
+    """Engine.ask's scorer (features from the engine's stores, entity terms from its projected table) gives a
+    checkpoint the same scores as the trainer's evaluation (prepared features, the benchmark's path)."""
+    from engine.scoring.select import adaptive_top_p
+    from engine.scoring.train import score_examples
+
+    eng = kg(scorer=str(checkpoint))
+    _, data, _ = prepared
+    svc = eng.scorer
+    s = eng.config.scoring
+    for ex in data.examples[::9]:
+        nb = data.neighbourhoods[ex["nb"]]
+        q_emb = data.q_emb[ex["q"]]
+        got = svc.score(data.questions[ex["q"]], [int(e) for e in nb.nodes[nb.anchors]], q_emb=q_emb, hops=ex["hops"],
+                        max_edges=10_000)
+        (logits, _, _), = score_examples(svc.model, data, [ex])
+        sel = adaptive_top_p(torch.from_numpy(logits), p=s.p, tau=s.tau, k_min=s.k_min, k_max=s.k_max).numpy()
+        want = torch.sigmoid(torch.from_numpy(logits[sel])).numpy()
+        assert got.report.edges == nb.num_edges
+        assert np.allclose([t.score for t in got.triples], want, atol=1e-5)
+        heads = [t.head.eid for t in got.triples]
+        assert heads == [int(nb.nodes[nb.heads[i]]) for i in sel]
+    # the service projected each entity once, into its table
+    assert 0 < len(svc._term_rows) <= svc._terms_used
+
+
 def test_answer_candidates_prefer_path_ends() -> None:
     # anchor 0 -> film 1 (0.9) -> director 2 (0.8); a weak side triple 0 -> 3 (0.1)
     heads, tails = np.array([1, 1, 1]), np.array([0, 2, 3])

@@ -2,12 +2,17 @@
 
 Over the selected triples (undirected), a breadth-first walk from the anchors gives each entity its distance
 and a path confidence ``conf(v) = max conf(u) * s(u, v)`` over the selected triples from the previous layer
-(``conf = 1`` at the anchors, ``s`` the triple's sigmoid confidence). The answer of a multi-hop question is
-where the confident paths *end*, so an entity's answer score is
+(``conf = 1`` at the anchors, ``s`` the triple's sigmoid confidence). An entity's answer score is the support
+the scored paths bring to it, less what leads on from it:
 
-    answer(v) = conf(v) * prod over selected triples (v, w) leading one layer further of (1 - s(v, w))
+    answer(v) = (sum over selected triples (u, v) from the previous layer of conf(u) * s(u, v))
+                * (1 - max over selected triples (v, w) leading one layer further of s(v, w))
 
-(a film on the way to its director scores low, the director high). Anchors are never answers.
+The sum ranks an entity that several confident paths reach (the genre of several films of the topic's
+director) above one reached once; the second factor puts where the confident paths *end* above the way
+there (a film on the way to its director scores low, the director high). Anchors are never answers.
+Measured on MetaQA (benchmarks/scorer.py): the sum instead of the best path alone, over the 200 best
+triples, took 3-hop Hits@1 from 0.11 to 0.24 with the same checkpoint (README, Triple scorer).
 """
 
 from __future__ import annotations
@@ -62,10 +67,13 @@ def answer_candidates(
     for v, d in dist.items():
         if v in anchor_set:
             continue
-        end = 1.0
+        support, onward = 0.0, 0.0
         for w, s in adj.get(v, ()):
-            if dist.get(w, -1) == d + 1:
-                end *= 1.0 - s
-        out.append((v, conf[v] * end))
+            dw = dist.get(w, -1)
+            if dw == d - 1:
+                support += conf[w] * s
+            elif dw == d + 1:
+                onward = max(onward, s)
+        out.append((v, support * (1.0 - onward)))
     out.sort(key=lambda x: (-x[1], x[0]))
     return out

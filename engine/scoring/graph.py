@@ -217,6 +217,11 @@ class TripleScorer(nn.Module):
         table = self.entity_terms(emb.to(device=param.device, dtype=param.dtype))
         self._entity_table = (table, self._weights_version())
 
+    def attach_entity_terms(self, terms: torch.Tensor | None) -> None:
+        """Attach an already projected table (rows of :meth:`entity_terms`, e.g. grown incrementally by a
+        service as new entities come), with the same rules as :meth:`attach_entity_table`."""
+        self._entity_table = None if terms is None else (terms, self._weights_version())
+
     def _table_terms(self, b: BatchedGraphs) -> torch.Tensor | None:
         """The attached table's rows for ``b``'s nodes, when usable (eval mode, rows given, weights unchanged)."""
         if self._entity_table is None or b.node_rows is None or self.training:

@@ -118,11 +118,46 @@ def question_ngrams(question: str, max_n: int = 5) -> list[str]:
 class ScoringService:
     """A loaded scorer checkpoint working on one engine's stores."""
 
-    def __init__(self, engine: Any, checkpoint: Any) -> None:
+    def __init__(self, engine: Any, checkpoint: Any, table_capacity: int | None = None) -> None:
+        from engine.scoring.features import DEFAULT_CACHE_ENTITIES
+
         self.engine = engine
         self.checkpoint = checkpoint
         self.model = checkpoint.model
         self._lock = threading.Lock()
+        # entity text terms of the model's first layer (question-independent), projected once per entity as
+        # the benchmark's and the trainer's evaluation do: eid -> row of _terms
+        self.table_capacity = int(table_capacity or DEFAULT_CACHE_ENTITIES)
+        self._term_rows: dict[int, int] = {}
+        self._terms: Any = None
+        self._terms_used = 0
+
+    def _entity_rows(self, eids: np.ndarray, node_emb: Any, has_text: Any) -> Any:
+        """Rows of the projected entity table for ``eids`` (projecting the entities not in it yet, in one
+        matmul); nodes without text get row 0 (the model uses its shared vector there). Called under the lock."""
+        import torch
+
+        todo = [i for i, (e, ok) in enumerate(zip(eids.tolist(), has_text.tolist()))
+                if ok and e not in self._term_rows]
+        if todo:
+            if self._terms_used + len(todo) > self.table_capacity:  # full: start again (entities come back)
+                self._term_rows.clear()
+                self._terms_used = 0
+            terms = self.model.entity_terms(node_emb[torch.as_tensor(todo)].to(next(self.model.parameters()).dtype))
+            need = self._terms_used + len(todo)
+            if self._terms is None or self._terms.shape[0] < need:
+                size = min(max(need, 2 * (0 if self._terms is None else self._terms.shape[0]), 4096),
+                           max(self.table_capacity, need))
+                grown = terms.new_zeros(size, terms.shape[1])
+                if self._terms is not None and self._terms_used:
+                    grown[:self._terms_used] = self._terms[:self._terms_used]
+                self._terms = grown
+            self._terms[self._terms_used:need] = terms
+            for j, i in enumerate(todo):
+                self._term_rows[int(eids[i])] = self._terms_used + j
+            self._terms_used = need
+        rows = self._term_rows
+        return torch.as_tensor([rows.get(e, 0) for e in eids.tolist()], dtype=torch.long)
 
     @property
     def settings(self) -> Any:
@@ -179,7 +214,7 @@ class ScoringService:
 
         from engine.retrieval import Entity
         from engine.scoring.extract import answer_candidates
-        from engine.scoring.select import adaptive_top_p
+        from engine.scoring.select import adaptive_top_p, top_k
 
         s = self.settings
         timings: dict[str, float] = {}
@@ -209,12 +244,20 @@ class ScoringService:
         timings["features"] = _ms(t2)
         t3 = time.perf_counter()
         with self._lock, torch.inference_mode():
+            self.model.eval()
+            if hasattr(self.model, "entity_terms"):
+                # the same computation as the trainer's evaluation and the benchmark: entity text terms
+                # from a table projected once per entity, gathered per node
+                graph.node_rows = self._entity_rows(nb.nodes, graph.node_emb, graph.has_text)
+                self.model.attach_entity_terms(self._terms)
             logits = self.model(graph).float().cpu()
         sel = adaptive_top_p(logits, p=s.p, tau=s.tau, k_min=s.k_min, k_max=s.k_max).numpy()
         conf = torch.sigmoid(logits).numpy()
         timings["score"] = _ms(t3)
         t4 = time.perf_counter()
-        cands = answer_candidates(nb.heads, nb.tails, conf, sel, nb.anchors)[: s.max_answers]
+        # answers from the k_max best triples (a wider set than the evidence: the paths to the answers of a
+        # multi-hop question are often longer than the adaptive selection keeps)
+        cands = answer_candidates(nb.heads, nb.tails, conf, top_k(logits, s.k_max).numpy(), nb.anchors)[: s.max_answers]
         need = set(nb.nodes[nb.heads[sel]].tolist()) | set(nb.nodes[nb.tails[sel]].tolist())
         need |= {int(nb.nodes[v]) for v, _ in cands} | {int(e) for e in nb.nodes[nb.anchors].tolist()}
         rows = self.engine.graph.entities(sorted(need))
