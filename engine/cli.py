@@ -244,7 +244,8 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
             config[key] = value
     settings = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_questions=args.batch,
                              recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
-                             threads=args.threads, device=args.device, pos_weight=args.pos_weight)
+                             threads=args.threads, device=args.device, pos_weight=args.pos_weight,
+                             neg_samples=args.neg_samples, near_share=args.near_share)
     qa: Any = args.qa
     if args.relation_paths:
         from engine.scoring.train import read_qa
@@ -454,6 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "by commas or spaces; blank: none): training labels are then the triples on walks along "
                         "the path instead of every shortest path topic -> answer")
     s.add_argument("--pos-weight", type=float, default=1.0, help="BCE weight of a positive triple (default 1)")
+    s.add_argument("--neg-samples", type=int, default=0,
+                   help="negatives sampled per question and epoch (default 0: every triple every epoch); "
+                        "cheaper epochs, an unbiased estimate of the full loss")
+    s.add_argument("--near-share", type=float, default=0.5,
+                   help="share of the sampled negatives drawn from those touching an entity of a positive triple")
     s.add_argument("--out", required=True, help="checkpoint file to write")
     s.add_argument("--kg", default=None)
     s.add_argument("--dev", nargs="+", help="dev questions for early stopping (default: 10%% of --qa)")
