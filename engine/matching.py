@@ -48,6 +48,11 @@ INF = math.inf
 DOMAIN_CAP = 50_000
 #: the expansion statements carry a relationship-type alternation only for KGs with at most this many types
 ALTERNATION_MAX_CATALOG = 16
+#: an expansion into a node with candidates reads the relationships of a source of at most this degree; a source
+#: above it (a hub) is reached from the candidates' side when their total degree is smaller (``_expand``)
+DENSE_DEGREE = 2_000
+#: ... when the candidates' total degree is below this multiple of the hub sources' total degree
+CANDIDATE_SIDE_RATIO = 1.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -178,6 +183,8 @@ class SearchStats:
     expansions: int = 0
     pushed: int = 0
     truncated: int = 0          # wildcard expansions cut at the degree cap
+    #: expansions from hubs answered from the side of the destination's candidates (see Matcher._expand_hubs)
+    from_candidates: int = 0
     #: unknown nodes whose domain was narrowed by their known neighbours, and its size
     narrowed: dict[str, int] = field(default_factory=dict)
     deadline_hit: bool = False
@@ -189,6 +196,7 @@ class SearchStats:
         self.expansions += other.expansions
         self.pushed += other.pushed
         self.truncated += other.truncated
+        self.from_candidates += other.from_candidates
         self.narrowed.update(other.narrowed)
         self.deadline_hit = self.deadline_hit or other.deadline_hit
         self.warnings.extend(other.warnings)
@@ -214,6 +222,15 @@ _EXPAND = 0
 _DONE = 1
 
 
+class _HubSide:
+    """Per search: the total degree of each pattern node's candidates (what reaching them from their side costs)."""
+
+    __slots__ = ("degree",)
+
+    def __init__(self) -> None:
+        self.degree: dict[str, int] = {}
+
+
 class Matcher:
     """Best-first exact matcher over one KG (``graph`` is an :class:`engine.graph.GraphStore`)."""
 
@@ -229,7 +246,7 @@ class Matcher:
         return f"-[r{alt}]->" if forward else f"<-[r{alt}]-"
 
     def _expand_query(self, types: Sequence[str] | None, forward: bool | None, closes: bool, filter_nodes: bool,
-                      capped: bool) -> str:
+                      capped: bool, dense: int | None = None) -> str:
         """One statement for a batch of states along one pattern edge.
 
         ``types`` (validated against the KG's catalog by the caller, backtick-escaped here) become a type
@@ -246,6 +263,20 @@ class Matcher:
                 "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.eid]) AS hits"
             )
         where = "WHERE " + type_ok + (" AND t.eid IN $cands" if filter_nodes else "")
+        if filter_nodes and dense is not None:
+            # sources above $dense are not expanded here (``deg`` tells the caller which): see _expand
+            return (
+                "UNWIND $states AS s\n"
+                "MATCH (h:Entity {eid: s.h})\n"
+                "WITH s, h, COUNT { (h)--() } AS deg\n"
+                "CALL (s, h, deg) {\n"
+                "  WITH s, h, deg WHERE deg <= $dense\n"
+                "  MATCH (h)" + rel + "(t:Entity)\n"
+                "  " + where + "\n"
+                "  RETURN collect([type(r), startNode(r) = h, t.eid]) AS hits\n"
+                "}\n"
+                "RETURN s.id AS sid, deg, hits"
+            )
         if capped:
             return (
                 "UNWIND $states AS s\n"
@@ -315,6 +346,7 @@ class Matcher:
         heap: list[tuple[float, tuple[Any, ...], int, int, Any]] = []
         counter = itertools.count()
         cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]] = {}
+        hubs = _HubSide()
 
         def push_state(state: _State) -> None:
             if state.step == len(steps):
@@ -377,7 +409,7 @@ class Matcher:
             try:
                 for i, group in by_step.items():
                     for child in self._expand(steps[i], group, cands, all_types, distinct, known, directed,
-                                              wildcard_rel[i], deadline, stats, cache):
+                                              wildcard_rel[i], deadline, stats, cache, hubs):
                         push_state(child)
             except DeadlineExceeded:
                 stats.deadline_hit = True
@@ -388,7 +420,8 @@ class Matcher:
     def _expand(self, step: Step, group: list[tuple[_State, str | None]], cands: Candidates,
                 all_types: list[str], distinct: str, known: frozenset[str], directed: bool, wildcard_rel: bool,
                 deadline: float, stats: SearchStats,
-                cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]]) -> Iterator[_State]:
+                cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]],
+                hubs: "_HubSide | None" = None) -> Iterator[_State]:
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]
@@ -424,16 +457,27 @@ class Matcher:
                 if step.closes:
                     row["t"] = td
                 rows_in.append(row)
-            query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped)
+            split = dst_c is not None and not step.closes and hubs is not None
+            query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped,
+                                       dense=DENSE_DEGREE if split else None)
             params: dict[str, Any] = {"states": rows_in}
             if dst_c is not None:
                 params["cands"] = list(dst_c)
             if capped:
                 params["cap"] = st.degree_cap + 1
+            if split:
+                params["dense"] = DENSE_DEGREE
             rows = self._run(query, params, deadline)
             stats.queries += 1
             # one record per row (a record per relationship costs the driver ~0.1 ms each)
             hits_of: dict[int, list[list[Any]]] = {r["sid"]: r["hits"] for r in rows}
+            if split:
+                dense_rows = {r["sid"]: r["deg"] for r in rows if r["deg"] > DENSE_DEGREE}
+                if dense_rows:
+                    assert hubs is not None and dst_c is not None
+                    hits_of.update(self._expand_hubs(step, [rows_in[sid] for sid in dense_rows],
+                                                     sum(dense_rows.values()), dst_c, alt, forward, deadline,
+                                                     stats, hubs))
             for sid, (h, td) in enumerate(keys):
                 hits = hits_of.get(sid, [])
                 stats.rows += len(hits)
@@ -491,6 +535,40 @@ class Matcher:
                 rev = state.rev + (out != step.forward and start != end)
                 yield _State(state.cost + rd + node_cost, state.step + 1, nodes, edges,
                              state.key + (rtype, start, end), rev)
+
+    def _expand_hubs(self, step: Step, rows_in: list[dict[str, Any]], degree: int, dst_c: dict[int, float],
+                     alt: Sequence[str] | None, forward: bool | None, deadline: float, stats: SearchStats,
+                     hubs: "_HubSide") -> dict[int, list[list[Any]]]:
+        """Hits of expansions whose sources have more than DENSE_DEGREE relationships (``degree`` in all).
+
+        When the candidates of ``step.dst`` have fewer relationships in all than those sources, the
+        relationships between them and the sources are fetched from the candidates' side; each source then
+        takes its own, filtered by its types and the edge's direction. Otherwise the sources are expanded as
+        usual. The rows are the same either way.
+        """
+        cand_degree = hubs.degree.get(step.dst)
+        if cand_degree is None:
+            res = self._run(cypher("candidates_degree"), {"cands": list(dst_c)}, deadline)
+            stats.queries += 1
+            cand_degree = hubs.degree[step.dst] = int(res[0]["degree"] or 0) if res else 0
+        if cand_degree >= degree * CANDIDATE_SIDE_RATIO:
+            query = self._expand_query(alt, forward, False, True, False)
+            res = self._run(query, {"states": rows_in, "cands": list(dst_c)}, deadline)
+            stats.queries += 1
+            return {r["sid"]: r["hits"] for r in res}
+        res = self._run(cypher("expand_from_candidates"),
+                        {"cands": list(dst_c), "srcs": sorted({row["h"] for row in rows_in})}, deadline)
+        stats.queries += 1
+        side: dict[int, list[list[Any]]] = {r["h"]: r["hits"] for r in res}
+        stats.from_candidates += len(rows_in)
+        out: dict[int, list[list[Any]]] = {}
+        for row in rows_in:
+            types = row["types"]
+            keep = set(types) if types is not None else None
+            # (a self-loop matches either direction)
+            out[row["id"]] = [x for x in side.get(row["h"], ()) if (keep is None or x[0] in keep)
+                              and (forward is None or x[1] == forward or x[2] == row["h"])]
+        return out
 
     # -- domains -------------------------------------------------------------------------------------
     def _narrow(self, pattern: Pattern, cands: Candidates, deadline: float, stats: SearchStats) -> Candidates:

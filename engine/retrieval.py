@@ -252,4 +252,4 @@ class Retriever:
         return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
-                                "deadline_hit": stats.deadline_hit})
+                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit})

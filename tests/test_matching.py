@@ -120,20 +120,23 @@ def reversed_edges(pattern: Pattern, m: Any) -> int:
                if m.edges[e.index].start != m.edges[e.index].end and m.edges[e.index].start != m.nodes[e.head])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pattern=patterns(), k=st.integers(1, 6), mode=st.sampled_from(MODES), k_node=st.sampled_from([2, 4, 12]),
-       typed=st.booleans())
+       typed=st.booleans(), dense=st.sampled_from([None, (0, 1e9), (4, 1.0)]))
 def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[Any, bool], k_node: int,
-                               typed: bool) -> None:
+                               typed: bool, dense: tuple[int, float] | None) -> None:
     import engine.matching as matching
 
     injective, directed = mode
     ms = MatchSettings(k_node=k_node, k_rel=3, k=k, injective=injective, directed=directed, batch_size=8)
     retr = kg_engine.retriever
     # both forms of the expansion statement: with a type alternation (small catalogs) and untyped with a
-    # per-row type filter (the form used on KGs with many relation types)
-    saved = matching.ALTERNATION_MAX_CATALOG
-    matching.ALTERNATION_MAX_CATALOG = saved if typed else 0
+    # per-row type filter (the form used on KGs with many relation types); and hubs: every source a hub,
+    # always reached from the candidates' side, or sources above degree 4 when that side is cheaper
+    saved = matching.ALTERNATION_MAX_CATALOG, matching.DENSE_DEGREE, matching.CANDIDATE_SIDE_RATIO
+    matching.ALTERNATION_MAX_CATALOG = saved[0] if typed else 0
+    if dense is not None:
+        matching.DENSE_DEGREE, matching.CANDIDATE_SIDE_RATIO = dense
     try:
         cands = retr.candidates(pattern, ms, {})
         got, stats = Matcher(kg_engine.graph, ms).top_k(pattern, cands, k)
@@ -141,7 +144,7 @@ def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: t
         assert any(all(not n.known for n in c.nodes.values()) for c in pattern.components())
         return
     finally:
-        matching.ALTERNATION_MAX_CATALOG = saved
+        matching.ALTERNATION_MAX_CATALOG, matching.DENSE_DEGREE, matching.CANDIDATE_SIDE_RATIO = saved
     assert not stats.deadline_hit
     # brute force: every isomorphic subgraph, then the same (GSD) order
     want = oracle_matches(kg_engine.graph, pattern, cands, limit=100_000, injective=injective, directed=directed)
@@ -248,3 +251,29 @@ def test_conjunction_narrows_the_unknown_and_stays_exact(make_engine: Any) -> No
     assert [(s.gsd, sorted(s.mapping.items())) for s in on.subgraphs] \
         == [(s.gsd, sorted(s.mapping.items())) for s in off.subgraphs]
     assert on.stats["expansions"] < off.stats["expansions"]
+
+
+def test_hub_sources_are_reached_from_the_candidates_side(make_engine: Any, monkeypatch: Any) -> None:
+    """An expansion from a hub into a node with few candidates reads the candidates' relationships instead of
+    the hub's; the subgraphs are the same."""
+    import engine.matching as matching
+
+    eng = make_engine()
+    recs = [Triple("Big Studio", "produced", f"Film {i}", i) for i in range(60)]
+    recs += [Triple(f"Film {i}", "starred_actors", f"Actor {i % 7}", 100 + i) for i in range(60)]
+    recs += [Triple("Small Studio", "produced", "Film 3", 200)]
+    BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
+    # the hub is the root (listed first; one candidate each), Film 3 the filtered destination
+    for pat, k_node in (({"triples": [["Big Studio", "produced", "Film 3"]]}, 1),
+                        ({"triples": [["Big Studio", "produced", "Film 3"],
+                                      ["Big Studio", "produced", "UNKNOWN film 2"]]}, 1),
+                        ({"triples": [["Big Studio", "produced", "Film 3"]]}, 4)):
+        monkeypatch.setattr(matching, "DENSE_DEGREE", 2_000)
+        usual = eng.retrieve(pat, k=3, k_node=k_node, k_rel=2)
+        monkeypatch.setattr(matching, "DENSE_DEGREE", 10)
+        hub = eng.retrieve(pat, k=3, k_node=k_node, k_rel=2)
+        assert usual.stats["from_candidates"] == 0 and hub.stats["from_candidates"] >= 1
+        assert usual.subgraphs and [(s.gsd, sorted(s.mapping.items()), sorted(map(str, s.triples)))
+                                    for s in hub.subgraphs] \
+            == [(s.gsd, sorted(s.mapping.items()), sorted(map(str, s.triples))) for s in usual.subgraphs]
+        assert [a.entity.name for a in hub.answers] == [a.entity.name for a in usual.answers]
