@@ -243,7 +243,10 @@ class Synthesizer:
 
             raise PatternError(f"KG {self.graph.kg!r} is empty: load a KG first")
         p = min(1.0, 1.5 * want / n)
-        rows = self.graph.read(cypher("synth_seed_pool"), kg=self.graph.kg, p=p, limit=want)
+        # a window of eid residues chosen by the seeded generator (Cypher's rand() would ignore --seed)
+        mod = 1_000_003
+        rows = self.graph.read(cypher("synth_seed_pool"), kg=self.graph.kg, mod=mod, salt=self.rng.randrange(mod),
+                               cut=max(1, int(round(p * mod))), limit=want)
         self._pool = [r["eid"] for r in rows]
         self.rng.shuffle(self._pool)
 
