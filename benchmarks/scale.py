@@ -310,16 +310,25 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
             shutil.rmtree(local.home, ignore_errors=True)
     main = runs["k64"]
     wall_s = time.perf_counter() - t0
+    peak = round(peak_rss_mb(), 1)
     return {"edges": edges, "wall_s": round(wall_s, 1), "entities": stats["entities"], "relations": stats["relations"],
             "triples": stats["triples"], "generate_s": round(gen_s, 1), "generator": gen,
             "load_s": round(load_s, 1) if load_s is not None else None, "load": load, "store_mb": sizes,
             "synth_s": round(synth_s, 1), "gold_patterns": len(gold), "synth_dropped": syn.dropped,
             "p50_ms": main["p50_ms"], "p95_ms": main["p95_ms"], "exact": main["exact"], "runs": runs,
-            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "peak_rss_mb": peak,
             # the peak of the process that loaded the KG (this one, or the earlier run whose KG is reused)
             "load_peak_rss_mb": (prev.get("load_peak_rss_mb") or prev.get("peak_rss_mb")) if load.get("reused")
-            else round(peak_rss_mb(), 1), "server_rss_mb": {k: round(v, 1) for k, v in servers.items()},
+            else peak, "server_rss_mb": {k: round(v, 1) for k, v in servers.items()},
             "dropped": not args.keep}
+
+
+def _plot_stores(ax: Any, xs: list[int], values: list[dict[str, Any]], style: str, what: str) -> None:
+    """One line per store (Neo4j, Milvus) of ``values[i][store]`` against ``xs``, where known."""
+    for store, c in (("neo4j", "tab:green"), ("milvus", "tab:blue")):
+        pts = [(x, v.get(store)) for x, v in zip(xs, values) if v.get(store)]
+        if pts:
+            ax.plot(*zip(*pts), style, color=c, label=f"{store} {what}")
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:
@@ -370,11 +379,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     ax.legend(fontsize=7)
 
     ax = axes[1][0]
-    for store, c in (("neo4j", "tab:green"), ("milvus", "tab:blue")):
-        pts = [(x, (r.get("store_mb") or {}).get(store, {}).get("growth_mb")) for x, r in zip(xs, results)]
-        pts = [(x, y) for x, y in pts if y]
-        if pts:
-            ax.plot(*zip(*pts), "o-", color=c, label=f"{store} data directory growth over the load")
+    _plot_stores(ax, xs, [{k: v.get("growth_mb") for k, v in (r.get("store_mb") or {}).items()} for r in results],
+                 "o-", "data directory growth over the load")
     ax.set_yscale("log")
     ax.set_ylabel("MB")
     ax.set_title("store sizes")
@@ -385,11 +391,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     ax.plot(*zip(*pts), "o-", color="tab:purple", label="engine process peak RSS (generate, load, query)")
     ax.plot(xs, [r["peak_rss_mb"] for r in results], "o:", color="tab:purple", alpha=0.5,
             label="engine process peak RSS (this run)")
-    for store, c in (("neo4j", "tab:green"), ("milvus", "tab:blue")):
-        pts = [(x, (r.get("server_rss_mb") or {}).get(store)) for x, r in zip(xs, results)]
-        pts = [(x, y) for x, y in pts if y]
-        if pts:
-            ax.plot(*zip(*pts), "s--", color=c, label=f"{store} server RSS after queries")
+    _plot_stores(ax, xs, [r.get("server_rss_mb") or {} for r in results], "s--", "server RSS after queries")
     ax.set_yscale("log")
     ax.set_ylabel("MB")
     ax.set_title("memory")

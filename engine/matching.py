@@ -421,7 +421,7 @@ class Matcher:
                 all_types: list[str], distinct: str, known: frozenset[str], directed: bool, wildcard_rel: bool,
                 deadline: float, stats: SearchStats,
                 cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]],
-                hubs: "_HubSide | None" = None) -> Iterator[_State]:
+                hubs: _HubSide) -> Iterator[_State]:
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]
@@ -457,7 +457,7 @@ class Matcher:
                 if step.closes:
                     row["t"] = td
                 rows_in.append(row)
-            split = dst_c is not None and not step.closes and hubs is not None
+            split = dst_c is not None and not step.closes
             query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped,
                                        dense=DENSE_DEGREE if split else None)
             params: dict[str, Any] = {"states": rows_in}
@@ -474,10 +474,9 @@ class Matcher:
             if split:
                 dense_rows = {r["sid"]: r["deg"] for r in rows if r["deg"] > DENSE_DEGREE}
                 if dense_rows:
-                    assert hubs is not None and dst_c is not None
                     hits_of.update(self._expand_hubs(step, [rows_in[sid] for sid in dense_rows],
-                                                     sum(dense_rows.values()), dst_c, alt, forward, deadline,
-                                                     stats, hubs))
+                                                     sum(dense_rows.values()), params["cands"], alt, forward,
+                                                     deadline, stats, hubs))
             for sid, (h, td) in enumerate(keys):
                 hits = hits_of.get(sid, [])
                 stats.rows += len(hits)
@@ -536,9 +535,9 @@ class Matcher:
                 yield _State(state.cost + rd + node_cost, state.step + 1, nodes, edges,
                              state.key + (rtype, start, end), rev)
 
-    def _expand_hubs(self, step: Step, rows_in: list[dict[str, Any]], degree: int, dst_c: dict[int, float],
+    def _expand_hubs(self, step: Step, rows_in: list[dict[str, Any]], degree: int, dst_eids: list[int],
                      alt: Sequence[str] | None, forward: bool | None, deadline: float, stats: SearchStats,
-                     hubs: "_HubSide") -> dict[int, list[list[Any]]]:
+                     hubs: _HubSide) -> dict[int, list[list[Any]]]:
         """Hits of expansions whose sources have more than DENSE_DEGREE relationships (``degree`` in all).
 
         When the candidates of ``step.dst`` have fewer relationships in all than those sources, the
@@ -548,16 +547,16 @@ class Matcher:
         """
         cand_degree = hubs.degree.get(step.dst)
         if cand_degree is None:
-            res = self._run(cypher("candidates_degree"), {"cands": list(dst_c)}, deadline)
+            res = self._run(cypher("candidates_degree"), {"cands": dst_eids}, deadline)
             stats.queries += 1
             cand_degree = hubs.degree[step.dst] = int(res[0]["degree"] or 0) if res else 0
         if cand_degree >= degree * CANDIDATE_SIDE_RATIO:
             query = self._expand_query(alt, forward, False, True, False)
-            res = self._run(query, {"states": rows_in, "cands": list(dst_c)}, deadline)
+            res = self._run(query, {"states": rows_in, "cands": dst_eids}, deadline)
             stats.queries += 1
             return {r["sid"]: r["hits"] for r in res}
         res = self._run(cypher("expand_from_candidates"),
-                        {"cands": list(dst_c), "srcs": sorted({row["h"] for row in rows_in})}, deadline)
+                        {"cands": dst_eids, "srcs": sorted({row["h"] for row in rows_in})}, deadline)
         stats.queries += 1
         side: dict[int, list[list[Any]]] = {r["h"]: r["hits"] for r in res}
         stats.from_candidates += len(rows_in)
