@@ -44,24 +44,9 @@ from _common import RESULTS, emit, peak_rss_mb, start_servers  # noqa: E402
 
 DATA = Path(os.environ.get("METAQA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "metaqa"))
 KS = (50, 100, 200)
-MODELS = {
-    # widths chosen for CPU latency (DIGEST targets: <= 50 ms per question up to 10k triples)
-    # include_initial: s^(0) (the topic one-hot) in the DDE, as the paper's formula; without it a MetaQA
-    # film (relations all point film -> x) cannot be told from the other films around it.
-    # dde_mixed / cross_directions: MetaQA stores one direction only, so 3-hop questions walk
-    # topic -> director <- film -> x, which pure forward / reverse rounds (stacks) never follow;
-    # dde_log: three hops out the DDE shares are 0.001-0.01, too small for the MLP to learn from raw.
-    # dropout 0 for QR-GAT: its first layer then runs by blocks in training too (half the cost of an epoch).
-    # dde_gated: DDE rounds gated by a learned question-relation score (which relations lead to an entity)
-    # dde_rounds 3 (the paper's default is 2): a 3-hop answer then carries a (gated) share of the topic itself
-    # rather than only its neighbour on the path; DDE+MLP, 6-minute runs on sampled negatives: 3-hop answer
-    # recall@100 0.836 vs 0.809 with 2 rounds, dev path triple recall@100 0.917 vs 0.914
-    "dde_mlp": {"hidden": 128, "include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True,
-                "dde_rounds": 3},
-    # QR-GAT stays at 2 gated rounds: with 3 and sampled negatives, 6 epochs gave 3-hop recall@100 0.796
-    # (the 2-round model on every triple: 0.839 in as many epochs)
-    "qrgat": {"hidden": 64, "heads": 4, "num_layers": 2, "dropout": 0.0, "cross_directions": True, "dde_gated": True},
-}
+# The models' settings are train-scorer's defaults (engine.scoring.train.DEFAULT_MODEL_CONFIG, where each
+# choice is explained); --set MODEL.KEY=VALUE overrides one for a run (e.g. dde_mlp.walk=false, the model
+# without the relation walk).
 
 
 def spread(items: list, n: int | None) -> list:
@@ -94,6 +79,8 @@ def main() -> None:
                     help="negatives sampled per question and epoch (0: every triple every epoch)")
     ap.add_argument("--near-share", type=float, default=0.5,
                     help="share of the sampled negatives drawn from those touching an entity of a positive triple")
+    ap.add_argument("--walk-aux", type=float, default=1.0,
+                    help="weight of the relation walk's answer loss (models with walk=true; 0: off)")
     ap.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                     help="override a model setting, e.g. qrgat.dde_gated=true (value read as JSON)")
     ap.add_argument("--quiet", action="store_true")
@@ -103,7 +90,9 @@ def main() -> None:
 
     import torch
 
-    configs = {name: dict(cfg) for name, cfg in MODELS.items()}
+    from engine.scoring.train import DEFAULT_MODEL_CONFIG
+
+    configs = {name: dict(cfg) for name, cfg in DEFAULT_MODEL_CONFIG.items()}
     for item in args.set:
         key, _, value = item.partition("=")
         name, _, field_ = key.partition(".")
@@ -164,7 +153,7 @@ def main() -> None:
         "train_questions": len(train.examples), "dev_questions": len(dev.examples),
         "test_questions": len(test_data.examples), "prepare_s": round(prepare_s, 1),
         "threads": args.threads, "labels": args.labels, "pos_weight": args.pos_weight, "batch": args.batch,
-        "neg_samples": args.neg_samples, "near_share": args.near_share,
+        "neg_samples": args.neg_samples, "near_share": args.near_share, "walk_aux": args.walk_aux,
         "path_labels": {"train": train_data.meta.get("path_labels"), "test": test_data.meta.get("path_labels")},
         "models": {},
     }
@@ -181,7 +170,7 @@ def main() -> None:
         settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
                                  threads=args.threads, device="cpu", pos_weight=args.pos_weight,
                                  batch_questions=args.batch, neg_samples=args.neg_samples,
-                                 near_share=args.near_share)
+                                 near_share=args.near_share, walk_aux=args.walk_aux)
         t1 = time.perf_counter()
         model, history, best_epoch, best = train_model(model, train, dev, settings, progress=progress)
         train_s = time.perf_counter() - t1

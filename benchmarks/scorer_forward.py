@@ -25,7 +25,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.scoring import DDEMLP, QRGAT, QuestionGraph, adaptive_top_p, resolve_device  # noqa: E402
+from engine.scoring import DDEMLP, QRGAT, QuestionGraph, adaptive_top_p, make_model, resolve_device  # noqa: E402
+from engine.scoring.train import DEFAULT_MODEL_CONFIG  # noqa: E402
 
 
 def synthetic_graph(num_triples: int, num_nodes: int, num_relations: int, dim: int, seed: int = 0) -> QuestionGraph:
@@ -62,6 +63,11 @@ def time_it(fn, repeats: int, warmup: int, sync) -> dict[str, float]:
 
 
 MODELS = {
+    # what train-scorer and benchmarks/scorer.py build (engine.scoring.train.DEFAULT_MODEL_CONFIG)
+    "DDEMLP(train-scorer default: hidden=128, gated DDE, relation walk)":
+        lambda d: make_model("dde_mlp", d, **DEFAULT_MODEL_CONFIG["dde_mlp"]),
+    "QRGAT(train-scorer default: hidden=64, L=2, H=4, gated DDE, relation walk)":
+        lambda d: make_model("qrgat", d, **DEFAULT_MODEL_CONFIG["qrgat"]),
     "DDEMLP(default: hidden=d, 1 hidden layer)": lambda d: DDEMLP(d),
     "QRGAT(default: hidden=256, L=2, H=4)": lambda d: QRGAT(d),
     "QRGAT(hidden=128, L=2, H=4)": lambda d: QRGAT(d, hidden=128),

@@ -245,7 +245,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     settings = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_questions=args.batch,
                              recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
                              threads=args.threads, device=args.device, pos_weight=args.pos_weight,
-                             neg_samples=args.neg_samples, near_share=args.near_share)
+                             neg_samples=args.neg_samples, near_share=args.near_share, walk_aux=args.walk_aux)
     qa: Any = args.qa
     if args.relation_paths:
         from engine.scoring.train import read_qa
@@ -460,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "cheaper epochs, an unbiased estimate of the full loss")
     s.add_argument("--near-share", type=float, default=0.5,
                    help="share of the sampled negatives drawn from those touching an entity of a positive triple")
+    s.add_argument("--walk-aux", type=float, default=1.0,
+                   help="weight of the relation walk's answer loss (where the question's walk ends against the "
+                        "answers; default 1, 0 turns it off); models built with walk=true, the default")
     s.add_argument("--out", required=True, help="checkpoint file to write")
     s.add_argument("--kg", default=None)
     s.add_argument("--dev", nargs="+", help="dev questions for early stopping (default: 10%% of --qa)")

@@ -12,6 +12,8 @@ import torch
 
 import engine.scoring as scoring
 from engine import ConfigError, InputError
+from engine.scoring.checkpoint import make_model
+from engine.scoring.train import DEFAULT_MODEL_CONFIG
 from engine.scoring import (
     DDE,
     DDEMLP,
@@ -57,10 +59,14 @@ def random_graph(num_nodes: int = 40, num_edges: int = 120, num_rel: int = 8, di
 
 def make_models(dim: int = 16) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
-    return {"ddemlp": DDEMLP(dim, dropout=0.1), "qrgat": QRGAT(dim, hidden=32, heads=4)}
+    return {"ddemlp": DDEMLP(dim, dropout=0.1), "qrgat": QRGAT(dim, hidden=32, heads=4),
+            "ddemlp_walk": DDEMLP(dim, dropout=0.1, dde_gated=True, walk=True),
+            "qrgat_walk": QRGAT(dim, hidden=32, heads=4, walk=True, walk_rounds=2)}
 
 
 MODEL_NAMES = ["ddemlp", "qrgat"]
+#: the models above with the question's relation walk (engine.scoring.walk) as well
+ALL_MODELS = MODEL_NAMES + ["ddemlp_walk", "qrgat_walk"]
 
 
 # -- public surface -------------------------------------------------------------------------------------------
@@ -71,7 +77,7 @@ def test_exported_names_are_pinned():
     modelling = {
         "QuestionGraph", "BatchedGraphs", "batch_graphs", "TripleScorer", "DDE", "DDEMLP", "QRGAT", "QRGATConv",
         "adaptive_top_p", "top_k", "shortest_path_labels", "bfs_distances", "triple_recall_at_k",
-        "relation_path_labels", "path_labels_with_fallback", "QueryGatedDDE",
+        "relation_path_labels", "path_labels_with_fallback", "QueryGatedDDE", "QueryWalk", "walk_answer_loss",
         "answer_recall_at_k", "resolve_device", "WITH_CUDA",
     }
     assert modelling <= set(scoring.__all__)
@@ -196,7 +202,7 @@ def test_dde_on_a_batch_equals_per_graph():
 # -- models: shapes, batching, determinism ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_batched_shapes_and_batch_invariance(name):
     model = make_models()[name].eval()
     graphs = [random_graph(30, 90, seed=1), random_graph(12, 25, seed=2), random_graph(45, 160, num_rel=11, seed=3)]
@@ -210,7 +216,7 @@ def test_batched_shapes_and_batch_invariance(name):
     assert probs.shape == (90,) and ((probs >= 0) & (probs <= 1)).all()
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_empty_and_edgeless_graphs(name):
     model = make_models()[name].eval()
     g = random_graph(5, 0)
@@ -219,7 +225,7 @@ def test_empty_and_edgeless_graphs(name):
     assert model(both).shape == (4,)
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_determinism(name):
     g = random_graph(seed=5)
     a, b = make_models()[name], make_models()[name]  # same seed -> same initial weights
@@ -236,7 +242,7 @@ def test_determinism(name):
     assert torch.equal(out_a, out_b)  # train mode: same seed, same dropout masks
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_config_rebuilds_the_same_model(name):
     model = make_models()[name]
     clone = type(model)(**model.config)
@@ -268,7 +274,7 @@ def test_entity_table_gives_the_same_logits(name):
         graphs.append(dataclasses.replace(g, node_emb=table[rows], node_rows=rows))
     b = batch_graphs(graphs)
     for config in ({}, {"include_initial": True, "dde_mixed": True, "dde_log": True} if name == "ddemlp" else
-                   {"positional": "dde", "cross_directions": True}):
+                   {"positional": "dde", "cross_directions": True}, {"walk": True, "dde_gated": True}):
         torch.manual_seed(0)
         model = (DDEMLP(16, hidden=24, **config) if name == "ddemlp" else QRGAT(16, hidden=32, **config)).eval()
         plain = model(b)
@@ -286,7 +292,7 @@ def test_entity_table_gives_the_same_logits(name):
         assert model._entity_table is None
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_scoring_a_subset_of_triples_equals_the_full_logits(name):
     # training on sampled negatives scores only some triples; their logits must be the full forward's
     model = make_models()[name]
@@ -360,7 +366,7 @@ def test_qrgat_blockwise_first_layer_equals_the_literal_input():
                 assert torch.allclose(zd, zb, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_nameless_entities_use_the_shared_learned_vector(name):
     model = make_models()[name].eval()
     g = random_graph(seed=8, nameless=0.3)
@@ -376,7 +382,7 @@ def test_nameless_entities_use_the_shared_learned_vector(name):
     moved = model(g)
     touches = (~g.has_text)[g.edge_index].any(0)
     assert not torch.allclose(moved[touches], base[touches])
-    if name == "ddemlp":  # no message passing: other triples do not change
+    if name.startswith("ddemlp"):  # no message passing (the walk reads no text): other triples do not change
         assert torch.allclose(moved[~touches], base[~touches])
     # and it is trained
     model.train()
@@ -567,6 +573,150 @@ def test_query_gated_dde_equals_dde_with_open_gates_and_learns_gates():
     assert qr.gated.gate_q.weight.grad is not None and qr.gated.gate_q.weight.grad.abs().sum() > 0
 
 
+def walk_graph() -> QuestionGraph:
+    """Films F0 (topic), F1, F2; director D; languages L0, L1, L2; genre G. Relations: 0 directed_by,
+    1 in_language, 2 has_genre (MetaQA's direction: film -> x)."""
+    names = ["F0", "F1", "F2", "D", "L0", "L1", "L2", "G"]
+    triples = [("F0", 0, "D"), ("F1", 0, "D"), ("F0", 1, "L0"), ("F1", 1, "L1"), ("F0", 2, "G"), ("F2", 2, "G"),
+               ("F2", 1, "L2")]
+    ix = {n: i for i, n in enumerate(names)}
+    return QuestionGraph(
+        num_nodes=len(names),
+        edge_index=torch.tensor([[ix[h] for h, _, _ in triples], [ix[t] for _, _, t in triples]]),
+        edge_rel=torch.tensor([r for _, r, _ in triples]), node_emb=torch.randn(len(names), 8),
+        has_text=torch.ones(len(names), dtype=torch.bool), rel_emb=torch.randn(3, 8), q_emb=torch.randn(8),
+        topic=torch.tensor([0]))
+
+
+def forced_walk(rel: list[list[tuple[float, float]]], stay: list[float]) -> "scoring.QueryWalk":
+    """A QueryWalk whose gates are the given numbers: ``rel[r][l] = (forward, reverse)``, ``stay[l]``."""
+    walk = scoring.QueryWalk(8, rounds=len(stay))
+    walk.gates = lambda b, dtype=torch.float32: (torch.tensor(rel, dtype=dtype), torch.tensor([stay], dtype=dtype))
+    return walk
+
+
+def test_query_walk_hand_computed_example():
+    g = batch_graphs([walk_graph()])
+    # "the languages of the films directed by the director of F0": directed_by forward, directed_by reverse,
+    # in_language forward; every other gate closed
+    walk = forced_walk([[(1, 0), (0, 1), (0, 0)], [(0, 0), (0, 0), (1, 0)], [(0, 0), (0, 0), (0, 0)]], [0, 0, 0])
+    node, edge, end = walk(g)
+    # the walk ends on the language of F1 only: not on F2's (genre route), nor on F0's own (F0 -> D -> F0 -> L0
+    # comes back to the topic, which a walk never does)
+    assert end.tolist() == [0, 0, 0, 0, 0, 1, 0, 0]
+    assert torch.allclose(node[:, 0], end) and node.shape == (8, 2)
+    # per triple and round: the best complete walk crossing it then; the last column is log_scale(max)
+    assert edge.shape == (7, 4)
+    assert edge[:, :3].tolist() == [[1, 0, 0],   # F0 -> D: round 1 (not back to F0 at round 2)
+                                    [0, 1, 0],   # F1 -> D: round 2, reverse
+                                    [0, 0, 0],   # F0 -> L0: only by coming back to the topic
+                                    [0, 0, 1],   # F1 -> L1
+                                    [0, 0, 0], [0, 0, 0], [0, 0, 0]]
+    assert torch.allclose(edge[:, 3], scoring.dde.log_scale(edge[:, :3].amax(1)))
+    # a gate of 0.5 on the last round halves what that round reaches (max-product, no division by degrees)
+    half = forced_walk([[(1, 0), (0, 1), (0, 0)], [(0, 0), (0, 0), (0.5, 0)], [(0, 0), (0, 0), (0, 0)]], [0, 0, 0])
+    assert half(g)[2].tolist() == [0, 0, 0, 0, 0, 0.5, 0, 0]
+    # with the genre open at round 1 and 2 as well, F2 is reached through G: its language L2 too
+    genre = forced_walk([[(1, 0), (0, 1), (0, 0)], [(0, 0), (0, 0), (1, 0)], [(1, 0), (0, 1), (0, 0)]], [0, 0, 0])
+    assert genre(g)[2].tolist() == [0, 0, 0, 0, 0, 1, 1, 0]
+
+
+def test_query_walk_stays_for_questions_of_fewer_hops():
+    g = batch_graphs([walk_graph()])
+    # "who directed F0" on a 3-round walk: directed_by forward, then stay
+    walk = forced_walk([[(1, 0), (0, 0), (0, 0)], [(0, 0), (0, 0), (0, 0)], [(0, 0), (0, 0), (0, 0)]], [0, 1, 1])
+    _, edge, end = walk(g)
+    assert end.tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
+    assert edge[:, :3].tolist() == [[1, 0, 0]] + [[0, 0, 0]] * 6
+    # a walk that cannot be completed marks no triple: 2 rounds of in_language forward lead nowhere
+    dead = forced_walk([[(0, 0)] * 2, [(1, 0), (1, 0)], [(0, 0)] * 2], [0, 0])
+    _, edge, end = dead(g)
+    assert end.sum() == 0 and edge[:, :2].sum() == 0
+
+
+def test_mask_mentions():
+    from engine.scoring.walk import mask_mentions
+
+    assert mask_mentions("who directed [Heat]") == "who directed it"
+    assert mask_mentions("films starring Tom Hanks and tom hanks", ["Tom Hanks"]) == "films starring it and it"
+    # whole words only, longest mention first, regex characters taken literally
+    assert mask_mentions("Heathers and Heat (1995)", ["Heat", "Heat (1995)"]) == "Heathers and it"
+    assert mask_mentions("who wrote [Se7en] and Se7en", ["Se7en", ""], placeholder="X") == "who wrote X and X"
+    assert mask_mentions("nothing to mask", ["absent"]) == "nothing to mask"
+
+
+def test_walk_answer_loss_hand_computed():
+    from engine.scoring.walk import walk_answer_loss
+
+    g = walk_graph()  # 8 nodes, topic 0
+    end = torch.tensor([0.9, 0.5, 0.2, 0.9, 0.1, 0.8, 0.05, 0.3])
+    labels = torch.tensor([0, 0, 0, 0, 0, 1, 0, 0.0])
+    b = batch_graphs([dataclasses.replace(g, node_labels=labels)])
+    bce = lambda p, y: -(y * math.log(p) + (1 - y) * math.log(1 - p))  # noqa: E731
+    pos = bce(0.8, 1)
+    negs = sorted((bce(p, 0) for i, p in enumerate(end.tolist()) if i not in (0, 5)), reverse=True)  # topic left out
+    # one answer: the hardest max(hard_min, 2 * 1) non-answers; with hard_min=3 the three highest ends
+    want = pos + sum(negs[:3]) / 3 + sum(negs) / len(negs)
+    assert math.isclose(float(walk_answer_loss(end, b, hard_min=3)), want, rel_tol=1e-5)
+    # a question without an answer in its neighbourhood adds nothing; none at all gives 0
+    none = batch_graphs([dataclasses.replace(g, node_labels=torch.zeros(8))])
+    assert float(walk_answer_loss(end, none)) == 0.0
+    both = batch_graphs([dataclasses.replace(g, node_labels=labels), dataclasses.replace(g, node_labels=torch.zeros(8))])
+    assert math.isclose(float(walk_answer_loss(torch.cat([end, end]), both, hard_min=3)), want, rel_tol=1e-5)
+
+
+def test_query_walk_learns_relation_paths_from_answers():
+    """2-hop questions over random graphs: the question embedding is a fixed linear mix of its two relations'
+    embeddings; trained from the answers alone (walk_answer_loss), the walk ends on held-out answers."""
+    from engine.scoring.walk import walk_answer_loss
+
+    dim, num_rel, n, e = 16, 6, 30, 90
+    rel = torch.nn.functional.normalize(torch.randn(num_rel, dim, generator=torch.Generator().manual_seed(5)), dim=1)
+    mix = torch.randn(2, dim, dim, generator=torch.Generator().manual_seed(6)) / math.sqrt(dim)
+
+    def task(count: int, seed: int) -> list[QuestionGraph]:
+        g = torch.Generator().manual_seed(seed)
+        out = []
+        while len(out) < count:
+            ei = torch.randint(0, n, (2, e), generator=g)
+            er = torch.randint(0, num_rel, (e,), generator=g)
+            r1, r2 = (int(x) for x in torch.randint(0, num_rel, (2,), generator=g))
+            hop1 = set(ei[1, (ei[0] == 0) & (er == r1)].tolist())
+            answers = {int(t) for h, r, t in zip(ei[0].tolist(), er.tolist(), ei[1].tolist()) if h in hop1 and r == r2}
+            answers.discard(0)
+            if not answers:
+                continue
+            y = torch.zeros(n)
+            y[list(answers)] = 1.0
+            out.append(QuestionGraph(n, ei, er, torch.randn(n, dim, generator=g), torch.ones(n, dtype=torch.bool),
+                                     rel, mix[0] @ rel[r1] + mix[1] @ rel[r2], torch.tensor([0]), node_labels=y))
+        return out
+
+    torch.manual_seed(0)
+    walk = scoring.QueryWalk(dim, rounds=2, gate_dim=16)
+    opt = torch.optim.Adam(walk.parameters(), lr=2e-2)
+    train, test = task(96, seed=1), task(24, seed=2)
+
+    def separation() -> tuple[float, float]:
+        with torch.no_grad():
+            b = batch_graphs(test)
+            end = walk(b)[2]
+        keep = ~b.is_topic
+        return float(end[(b.node_labels > 0) & keep].mean()), float(end[(b.node_labels == 0) & keep].mean())
+
+    before = separation()
+    for step in range(150):
+        b = batch_graphs(train[(step * 8) % 96:(step * 8) % 96 + 8])
+        loss = walk_answer_loss(walk(b)[2], b)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    on_answers, elsewhere = separation()
+    print(f"\nwalk end on answers / elsewhere: before {before[0]:.3f} / {before[1]:.3f}, "
+          f"after {on_answers:.3f} / {elsewhere:.3f}")
+    assert on_answers > 0.8 and elsewhere < 0.1
+
+
 def test_shortest_path_labels_edge_cases():
     none = shortest_path_labels(8, LABEL_EDGES, torch.tensor([0]), torch.tensor([0]))  # answer is the topic
     assert not none.any()
@@ -659,7 +809,7 @@ def test_resolve_device():
 
 
 @onlyCUDA
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", ALL_MODELS)
 def test_models_on_cuda_match_cpu(name):
     model = make_models()[name].eval()
     g = random_graph(seed=11)
@@ -734,7 +884,10 @@ def test_forward_latency_10k_triples(capsys):
     lines = []
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        for name, model in (("DDEMLP", DDEMLP(384)), ("QRGAT", QRGAT(384))):
+        # the class defaults (hidden=d and 256) and what train-scorer builds (DEFAULT_MODEL_CONFIG)
+        for name, model in (("DDEMLP", DDEMLP(384)), ("QRGAT", QRGAT(384)),
+                            ("DDEMLP, train-scorer's", make_model("dde_mlp", 384, **DEFAULT_MODEL_CONFIG["dde_mlp"])),
+                            ("QRGAT, train-scorer's", make_model("qrgat", 384, **DEFAULT_MODEL_CONFIG["qrgat"]))):
             model.eval()
             with torch.inference_mode():
                 model(graph)

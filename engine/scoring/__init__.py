@@ -2,6 +2,7 @@
 
 - :class:`DDEMLP`: SubgraphRAG's MLP over text embeddings + Directional Distance Encoding (paper 000).
 - :class:`QRGAT`: QSRAG's query-relational graph attention scorer (paper 004).
+- :class:`QueryWalk`: the question's relation walk from the topic entities, a structural feature of both.
 - :func:`adaptive_top_p` / :func:`top_k`: which scored triples become evidence.
 - :func:`shortest_path_labels`: weak supervision; :func:`triple_recall_at_k`, :func:`answer_recall_at_k`.
 
@@ -20,6 +21,7 @@ from engine.scoring.labels import bfs_distances, path_labels_with_fallback, rela
 from engine.scoring.metrics import answer_recall_at_k, triple_recall_at_k
 from engine.scoring.qrgat import QRGAT, QRGATConv
 from engine.scoring.select import adaptive_top_p, top_k
+from engine.scoring.walk import QueryWalk, walk_answer_loss
 from engine.scoring.neighbourhood import Neighbourhood, NeighbourhoodReport, fetch_neighbourhood
 from engine.scoring.features import FeatureStore
 from engine.scoring.checkpoint import ScorerCheckpoint, load_checkpoint, make_model, save_checkpoint
@@ -34,6 +36,8 @@ __all__ = [
     "TripleScorer",
     "DDE",
     "QueryGatedDDE",
+    "QueryWalk",
+    "walk_answer_loss",
     "DDEMLP",
     "QRGAT",
     "QRGATConv",

@@ -10,6 +10,7 @@ from torch import nn
 
 from engine.scoring.dde import DDE, QueryGatedDDE, log_scale
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
+from engine.scoring.walk import QueryWalk
 
 __all__ = ["DDEMLP"]
 
@@ -48,6 +49,11 @@ class DDEMLP(TripleScorer):
         dde_gated / gate_dim: append :class:`~engine.scoring.dde.QueryGatedDDE` features (DDE rounds whose
             messages are gated by a learned question-relation score, ``gate_dim`` wide; default off): the
             structure then says *which relations* lead from the topic to an entity, not only how far.
+        walk / walk_rounds / walk_gate_dim: the question's relation walk (:class:`~engine.scoring.walk.QueryWalk`,
+            default off): where a max-product walk of learned (round, direction, relation) gates from the topic
+            ends, as two more DDE-like node features, and which triples it crosses at each round, as
+            ``walk_rounds + 1`` triple features read by a ``Linear(walk_rounds + 1 -> hidden)`` beside the first
+            layer.
 
     Shapes:
         - **input:** a :class:`QuestionGraph` or :class:`BatchedGraphs` (``E`` triples in total)
@@ -67,6 +73,9 @@ class DDEMLP(TripleScorer):
         dde_log: bool = False,
         dde_gated: bool = False,
         gate_dim: int = 32,
+        walk: bool = False,
+        walk_rounds: int = 3,
+        walk_gate_dim: int = 32,
     ) -> None:
         super().__init__()
         hidden = emb_dim if hidden is None else hidden
@@ -75,16 +84,22 @@ class DDEMLP(TripleScorer):
         self._remember_config(emb_dim=emb_dim, hidden=hidden, num_layers=num_layers, dropout=dropout,
                               dde_rounds=dde_rounds, dde_reverse_rounds=dde_reverse_rounds,
                               include_initial=include_initial, dde_mixed=dde_mixed, dde_log=dde_log,
-                              dde_gated=dde_gated, gate_dim=gate_dim)
+                              dde_gated=dde_gated, gate_dim=gate_dim, walk=walk, walk_rounds=walk_rounds,
+                              walk_gate_dim=walk_gate_dim)
         self.emb_dim = emb_dim
         self.dde = DDE(dde_rounds, dde_reverse_rounds, include_initial, mixed=dde_mixed)
         self.dde_log = dde_log
         self.gated = QueryGatedDDE(emb_dim, max(dde_rounds, 1), gate_dim) if dde_gated else None
-        self.struct_dim = self.dde.out_dim + (self.gated.out_dim if self.gated is not None else 0)
+        self.walk = QueryWalk(emb_dim, walk_rounds, walk_gate_dim) if walk else None
+        self.struct_dim = (self.dde.out_dim + (self.gated.out_dim if self.gated is not None else 0)
+                           + (QueryWalk.node_dim if self.walk is not None else 0))
         self.nameless = nn.Parameter(torch.empty(emb_dim))
         self.first = nn.Linear(4 * emb_dim + 2 * self.struct_dim, hidden)
         self.hidden_layers = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(num_layers - 1))
         self.out = nn.Linear(hidden, 1)
+        self.walk_edge = nn.Linear(self.walk.edge_dim, hidden, bias=False) if self.walk is not None else None
+        #: ``a^(L)`` of the last forward, ``[N]`` (the auxiliary loss and answer extraction read it); None without a walk
+        self.walk_end: torch.Tensor | None = None
         self.dropout = nn.Dropout(dropout)
         self.reset_parameters()
 
@@ -95,6 +110,9 @@ class DDEMLP(TripleScorer):
             lin.reset_parameters()
         if self.gated is not None:
             self.gated.reset_parameters()
+        if self.walk is not None:
+            self.walk.reset_parameters()
+            self.walk_edge.reset_parameters()  # type: ignore[union-attr]
 
     def node_features(self, batch: BatchedGraphs) -> torch.Tensor:
         """Text embeddings with the shared learned vector in the rows of nameless entities: ``[N, d]``."""
@@ -103,11 +121,19 @@ class DDEMLP(TripleScorer):
 
     def structure(self, b: BatchedGraphs, dtype: torch.dtype) -> torch.Tensor:
         """The DDE of every node as the MLP reads it (log-scaled with ``dde_log``): ``[N, k]``."""
+        return self._structure(b, dtype)[0]
+
+    def _structure(self, b: BatchedGraphs, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(node structure [N, k], the walk's triple features [E, walk_rounds + 1] or None)``."""
         s = self.dde(b.num_nodes, b.edge_index, b.is_topic, dtype)
         s = log_scale(s) if self.dde_log else s
         if self.gated is not None:
             s = torch.cat([s, self.gated(b, dtype)], dim=1)
-        return s
+        if self.walk is None:
+            return s, None
+        node, edge, end = self.walk(b, dtype)
+        self.walk_end = end
+        return torch.cat([s, node], dim=1), edge
 
     def forward(self, graph: QuestionGraph | BatchedGraphs, edges: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``[E]``; with ``edges`` (indices into the batch's triples) only those triples' ``[len(edges)]``.
@@ -118,7 +144,7 @@ class DDEMLP(TripleScorer):
         b = self._prepare(graph)
         d, k = self.emb_dim, self.struct_dim
         dtype = self.nameless.dtype
-        s = self.structure(b, dtype)
+        s, walk_edge = self._structure(b, dtype)
         w = self.first.weight
         w_q, w_h, w_r, w_t = w[:, :d], w[:, d:2 * d], w[:, 2 * d:3 * d], w[:, 3 * d:4 * d]
         w_sh, w_st = w[:, 4 * d:4 * d + k], w[:, 4 * d + k:]
@@ -126,6 +152,7 @@ class DDEMLP(TripleScorer):
         text = self._table_terms(b)
         if edges is not None:
             head, tail, edge_rel = head.index_select(0, edges), tail.index_select(0, edges), edge_rel.index_select(0, edges)
+            walk_edge = walk_edge.index_select(0, edges) if walk_edge is not None else None
             nodes, inv = torch.unique(torch.cat([head, tail]), return_inverse=True)
             head, tail = inv[:edges.shape[0]], inv[edges.shape[0]:]
             s = s.index_select(0, nodes)
@@ -149,6 +176,8 @@ class DDEMLP(TripleScorer):
         query = F.linear(b.q_emb.to(dtype), w_q, self.first.bias)
         rel = F.linear(b.rel_emb.to(dtype), w_r).add_(query.index_select(0, b.rel_batch))
         h = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, edge_rel))
+        if walk_edge is not None:
+            h = h.add_(self.walk_edge(walk_edge))  # type: ignore[misc]
         return self._rest(h)
 
     def entity_terms(self, emb: torch.Tensor) -> torch.Tensor:
@@ -163,14 +192,20 @@ class DDEMLP(TripleScorer):
         return self.out(h).squeeze(-1)
 
     def triple_inputs(self, graph: QuestionGraph | BatchedGraphs) -> torch.Tensor:
-        """The literal MLP input ``[E, 4d + 2k]`` (for inspection and tests; ``forward`` never builds it)."""
+        """The literal MLP input ``[E, 4d + 2k (+ walk_rounds + 1)]`` (for inspection and tests; ``forward``
+        never builds it); the walk's triple features, with ``walk``, come last."""
         b = self._prepare(graph)
         x = self.node_features(b)
-        s = self.structure(b, x.dtype)
+        s, walk_edge = self._structure(b, x.dtype)
         head, tail = b.edge_index[0], b.edge_index[1]
-        return torch.cat([b.q_emb.to(x.dtype)[b.triple_batch], x[head], b.rel_emb.to(x.dtype)[b.edge_rel], x[tail],
-                          s[head], s[tail]], dim=1)
+        parts = [b.q_emb.to(x.dtype)[b.triple_batch], x[head], b.rel_emb.to(x.dtype)[b.edge_rel], x[tail],
+                 s[head], s[tail]]
+        return torch.cat(parts + ([walk_edge] if walk_edge is not None else []), dim=1)
 
     def forward_dense(self, graph: QuestionGraph | BatchedGraphs) -> torch.Tensor:
         """The same logits as :meth:`forward`, computed from :meth:`triple_inputs` as the reference does."""
-        return self._rest(self.first(self.triple_inputs(graph)))
+        x = self.triple_inputs(graph)
+        if self.walk_edge is None:
+            return self._rest(self.first(x))
+        m = self.walk.edge_dim  # type: ignore[union-attr]
+        return self._rest(self.first(x[:, :-m]) + self.walk_edge(x[:, -m:]))

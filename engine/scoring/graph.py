@@ -35,6 +35,9 @@ class QuestionGraph:
         - **node_rows** ``[N]`` long rows of the entity table attached to the model
           (:meth:`TripleScorer.attach_entity_table`), or None; with both, an eval-mode model reads each
           node's text term from the table instead of projecting ``node_emb`` again
+        - **node_labels** ``[N]`` float 0/1, the answers (for the relation walk's auxiliary training term), or None
+        - **q_walk** ``[d]``: the question with its topic mentions masked (:func:`~engine.scoring.walk.mask_mentions`),
+          read by the relation walk's gates; None: they read ``q_emb``
     """
 
     num_nodes: int
@@ -47,6 +50,8 @@ class QuestionGraph:
     topic: torch.Tensor
     labels: torch.Tensor | None = None
     node_rows: torch.Tensor | None = None
+    node_labels: torch.Tensor | None = None
+    q_walk: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -78,6 +83,11 @@ class QuestionGraph:
         if self.node_rows is not None:
             _check(tuple(self.node_rows.shape) == (n,) and not self.node_rows.is_floating_point(),
                    f"node_rows must be an integer tensor [N={n}]")
+        if self.node_labels is not None:
+            _check(tuple(self.node_labels.shape) == (n,), f"node_labels must be [N={n}], got {tuple(self.node_labels.shape)}")
+        if self.q_walk is not None:
+            _check(tuple(self.q_walk.shape) == tuple(self.q_emb.shape),
+                   f"q_walk must be shaped as q_emb {tuple(self.q_emb.shape)}, got {tuple(self.q_walk.shape)}")
 
 
 @dataclass
@@ -94,6 +104,8 @@ class BatchedGraphs:
         - **q_emb** ``[B, d]``, **topic** ``[T]`` (global node indices)
         - **node_ptr**, **edge_ptr** ``[B + 1]`` offsets; **labels** ``[E]`` or None
         - **node_rows** ``[N]`` entity-table rows, or None (see :class:`QuestionGraph`)
+        - **node_labels** ``[N]`` answers, or None (see :class:`QuestionGraph`)
+        - **q_walk** ``[B, d]`` masked questions when every graph has one, else None (see :class:`QuestionGraph`)
     """
 
     num_graphs: int
@@ -113,6 +125,8 @@ class BatchedGraphs:
     edge_ptr: torch.Tensor
     labels: torch.Tensor | None = None
     node_rows: torch.Tensor | None = None
+    node_labels: torch.Tensor | None = None
+    q_walk: torch.Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -178,6 +192,10 @@ def batch_graphs(graphs: Sequence[QuestionGraph], device: torch.device | str | N
         labels=_cat([g.labels.float() for g in graphs]) if all(with_labels) else None,  # type: ignore[union-attr]
         node_rows=(_cat([g.node_rows.long() for g in graphs])  # type: ignore[union-attr]
                    if all(g.node_rows is not None for g in graphs) else None),
+        node_labels=(_cat([g.node_labels.float() for g in graphs])  # type: ignore[union-attr]
+                     if all(g.node_labels is not None for g in graphs) else None),
+        q_walk=(torch.stack([g.q_walk for g in graphs])  # type: ignore[misc]
+                if all(g.q_walk is not None for g in graphs) else None),
     )
     return out.to(device) if device is not None else out
 

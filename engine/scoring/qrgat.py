@@ -12,6 +12,7 @@ from torch import nn
 
 from engine.scoring.dde import DDE, QueryGatedDDE
 from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
+from engine.scoring.walk import QueryWalk
 
 __all__ = ["QRGAT", "QRGATConv"]
 
@@ -150,6 +151,9 @@ class QRGAT(TripleScorer):
 
     ``dde_gated=True`` appends :class:`~engine.scoring.dde.QueryGatedDDE` features to ``p`` (DDE rounds gated
     by a learned question-relation score, ``gate_dim`` wide): which relations lead from the topic to a node.
+    ``walk=True`` appends the question's relation walk (:class:`~engine.scoring.walk.QueryWalk`, ``walk_rounds``
+    rounds): where it ends, to ``p``, and which triples it crosses, to the scorer's first layer (a
+    ``Linear(walk_rounds + 1 -> score_hidden)`` beside ``W_1``).
 
     Ablations (paper §5, Table 5): ``query_init=False`` removes ``q`` from ``h^(0)``, ``query_attn=False``
     the bilinear attention term, ``query_score=False`` the ``q`` in the scorer.
@@ -184,6 +188,9 @@ class QRGAT(TripleScorer):
         query_score: bool = True,
         dde_gated: bool = False,
         gate_dim: int = 32,
+        walk: bool = False,
+        walk_rounds: int = 3,
+        walk_gate_dim: int = 32,
     ) -> None:
         super().__init__()
         if hidden % heads:
@@ -197,7 +204,8 @@ class QRGAT(TripleScorer):
                               attn_dropout=attn_dropout, score_hidden=score_hidden, negative_slope=negative_slope,
                               positional=positional, dde_rounds=dde_rounds, add_self_loops=add_self_loops,
                               cross_directions=cross_directions, dde_mixed=dde_mixed, query_init=query_init, query_attn=query_attn, query_score=query_score,
-                              dde_gated=dde_gated, gate_dim=gate_dim)
+                              dde_gated=dde_gated, gate_dim=gate_dim, walk=walk, walk_rounds=walk_rounds,
+                              walk_gate_dim=walk_gate_dim)
         self.emb_dim, self.hidden = emb_dim, hidden
         self.positional = positional
         self.query_init, self.query_score = query_init, query_score
@@ -207,6 +215,9 @@ class QRGAT(TripleScorer):
         self.gated = QueryGatedDDE(emb_dim, max(dde_rounds, 1), gate_dim) if dde_gated else None
         if self.gated is not None:
             self.pos_dim += self.gated.out_dim
+        self.walk = QueryWalk(emb_dim, walk_rounds, walk_gate_dim) if walk else None
+        if self.walk is not None:
+            self.pos_dim += QueryWalk.node_dim
         in_dim = emb_dim + (emb_dim if query_init else 0) + self.pos_dim
 
         def stack() -> nn.ModuleList:
@@ -221,6 +232,9 @@ class QRGAT(TripleScorer):
         self.self_rel = nn.Parameter(torch.empty(emb_dim)) if add_self_loops else None
         self.score1 = nn.Linear((emb_dim if query_score else 0) + 4 * hidden + emb_dim, score_hidden)
         self.score2 = nn.Linear(score_hidden, 1)
+        self.walk_edge = nn.Linear(self.walk.edge_dim, score_hidden, bias=False) if self.walk is not None else None
+        #: ``a^(L)`` of the last forward, ``[N]`` (the auxiliary loss and answer extraction read it); None without a walk
+        self.walk_end: torch.Tensor | None = None
         self.dropout = nn.Dropout(dropout)
         self.reset_parameters()
 
@@ -233,6 +247,9 @@ class QRGAT(TripleScorer):
             conv.reset_parameters()
         if self.gated is not None:
             self.gated.reset_parameters()
+        if self.walk is not None:
+            self.walk.reset_parameters()
+            self.walk_edge.reset_parameters()  # type: ignore[union-attr]
         self.score1.reset_parameters()
         self.score2.reset_parameters()
 
@@ -244,11 +261,20 @@ class QRGAT(TripleScorer):
         return torch.where(batch.has_text.unsqueeze(1), emb, self.nameless)
 
     def position(self, batch: BatchedGraphs) -> torch.Tensor:
-        """``p``: ``[N, pos_dim]`` (with ``dde_gated``, the gated DDE features appended)."""
+        """``p``: ``[N, pos_dim]`` (with ``dde_gated``, the gated DDE features appended; with ``walk``, the
+        walk's node features)."""
+        return self._positions(batch)[0]
+
+    def _positions(self, batch: BatchedGraphs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(p [N, pos_dim], the walk's triple features [E, walk_rounds + 1] or None)``."""
         p = self._position(batch)
         if self.gated is not None:
             p = torch.cat([p, self.gated(batch, self.nameless.dtype)], dim=1)
-        return p
+        if self.walk is None:
+            return p, None
+        node, edge, end = self.walk(batch, self.nameless.dtype)
+        self.walk_end = end
+        return torch.cat([p, node], dim=1), edge
 
     def _position(self, batch: BatchedGraphs) -> torch.Tensor:
         dtype = self.nameless.dtype
@@ -297,7 +323,7 @@ class QRGAT(TripleScorer):
         triples are scored (message passing still runs over the whole graph)."""
         b = self._prepare(graph)
         x = self.node_features(b)
-        p = self.position(b)
+        p, walk_edge = self._positions(b)
         dense = self.training and self.dropout.p > 0
         z = self._first_projections(x, p, b, dense)
 
@@ -329,12 +355,13 @@ class QRGAT(TripleScorer):
                     res, alpha = res
                     attention[name].append((ei, alpha))
                 outputs.append(res)
-        logits = self._score(torch.cat(outputs, dim=1), b, x.dtype, edges)
+        logits = self._score(torch.cat(outputs, dim=1), b, x.dtype, edges, walk_edge)
         return (logits, attention) if return_attention else logits
 
     def _score(self, h: torch.Tensor, b: BatchedGraphs, dtype: torch.dtype,
-               edges: torch.Tensor | None = None) -> torch.Tensor:
-        """``W2 ReLU(W1 [q || h_h || r || h_t])`` by blocks: node terms per node, query term per relation row."""
+               edges: torch.Tensor | None = None, walk_edge: torch.Tensor | None = None) -> torch.Tensor:
+        """``W2 ReLU(W1 [q || h_h || r || h_t] (+ W_w walk))`` by blocks: node terms per node, query term per
+        relation row."""
         d, width = self.emb_dim, 2 * self.hidden
         w = self.score1.weight
         off = d if self.query_score else 0
@@ -347,5 +374,8 @@ class QRGAT(TripleScorer):
         head, tail, edge_rel = b.edge_index[0], b.edge_index[1], b.edge_rel
         if edges is not None:
             head, tail, edge_rel = head.index_select(0, edges), tail.index_select(0, edges), edge_rel.index_select(0, edges)
+            walk_edge = walk_edge.index_select(0, edges) if walk_edge is not None else None
         pre = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, edge_rel))
+        if walk_edge is not None:
+            pre = pre.add_(self.walk_edge(walk_edge))  # type: ignore[misc]
         return self.score2(self.dropout(F.relu_(pre))).squeeze(-1)

@@ -238,9 +238,21 @@ class ScoringService:
         if nb.num_edges == 0:
             return ScoringResult([], [], [], nb.report, model_name, linked, timings, warnings)
         t2 = time.perf_counter()
+        texts = [] if q_emb is not None else [question]
+        if getattr(self.model, "walk", None) is not None:
+            # the relation walk's gates read the question with its topic mentions masked, as in training:
+            # the linked n-grams, and the anchors' names where the question spells them
+            from engine.scoring.walk import mask_mentions
+
+            anchor_rows = self.engine.graph.entities([int(e) for e in nb.nodes[nb.anchors].tolist()])
+            mentions = [x.mention for x in linked] + [r.get("name") or "" for r in anchor_rows.values()]
+            texts.append(mask_mentions(question, mentions))
+        vecs = self.engine.embedder.encode(texts) if texts else None  # one call for both
         if q_emb is None:
-            q_emb = self.engine.embedder.encode([question])[0]
+            q_emb = vecs[0]  # type: ignore[index]
         graph = self.engine.scorer_features.question_graph(nb, q_emb)
+        if getattr(self.model, "walk", None) is not None:
+            graph.q_walk = torch.as_tensor(np.asarray(vecs[-1], dtype=np.float32))  # type: ignore[index]
         timings["features"] = _ms(t2)
         t3 = time.perf_counter()
         with self._lock, torch.inference_mode():

@@ -58,10 +58,19 @@ _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 #: the other films around it, and the model learns nothing. On such a KG multi-hop questions also walk paths
 #: that change direction (topic -> director <- film): the mixed DDE rounds and crossing QR-GAT stacks follow
 #: them, and log-scaled DDE shares stay readable three hops out. On a KG that stores inverses (Freebase) they
-#: add features the model may ignore. The gated DDE rounds add which relations lead from the topic to an entity.
+#: add features the model may ignore. The gated DDE rounds add which relations lead from the topic to an entity;
+#: the relation walk (engine.scoring.walk) where a walk of the question's relations from the topic ends, and
+#: which triples it crosses, without DDE's division by degrees (a hub answer, a language or a genre, is
+#: marked as clearly as a rare one). benchmarks/scorer.py measures exactly these settings.
+#: Widths are chosen for CPU latency (at most 50 ms per question up to 10k triples on 2 cores); QR-GAT's
+#: dropout is 0 so that its first layer runs by blocks in training too (half the cost of an epoch).
+#: DDE+MLP takes 3 DDE rounds (the paper's default is 2): a 3-hop answer then carries a (gated) share of the
+#: topic itself rather than only of its neighbour on the path.
 DEFAULT_MODEL_CONFIG: dict[str, dict[str, Any]] = {
-    "dde_mlp": {"include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True},
-    "qrgat": {"cross_directions": True, "dde_gated": True},
+    "dde_mlp": {"hidden": 128, "include_initial": True, "dde_mixed": True, "dde_log": True, "dde_gated": True,
+                "dde_rounds": 3, "walk": True},
+    "qrgat": {"hidden": 64, "heads": 4, "num_layers": 2, "dropout": 0.0, "cross_directions": True,
+              "dde_gated": True, "walk": True},
 }
 CACHE_FORMAT = "isorag-scorer-cache/1"
 
@@ -186,6 +195,8 @@ class PreparedSet:
     the answers in the neighbourhood, "n_answers": answers resolved in the KG, "n_gold": answers given,
     "pos": labelled triple idx, "source": "file:line", "hops": depth}``, and ``"train_pos"`` (relation-path
     labels, :func:`attach_relation_path_labels`) when the question's record has a relation path.
+    ``q_walk_emb`` (row ``ex["q"]`` too): the questions with their topic mentions masked, for the relation
+    walk's gates (:func:`~engine.scoring.walk.mask_mentions`, :func:`attach_masked_questions`).
     """
 
     neighbourhoods: dict[str, Neighbourhood]
@@ -199,6 +210,7 @@ class PreparedSet:
     rel_mat: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    q_walk_emb: np.ndarray | None = None
 
     def rows(self, key: str) -> np.ndarray:
         """Rows of ``node_vecs`` for the nodes of neighbourhood ``key``."""
@@ -216,10 +228,12 @@ class PreparedSet:
 
         nb = self.neighbourhoods[ex["nb"]]
         rows = self.rows(ex["nb"])
-        labels = None
+        labels = node_labels = None
         if with_labels:
             labels = torch.zeros(nb.num_edges)
             labels[torch.as_tensor(train_pos(ex), dtype=torch.long)] = 1.0
+            node_labels = torch.zeros(nb.num_nodes)
+            node_labels[torch.as_tensor(ex["answers"], dtype=torch.long)] = 1.0
         return QuestionGraph(
             num_nodes=nb.num_nodes,
             edge_index=torch.from_numpy(np.stack([nb.heads, nb.tails]).reshape(2, -1)),
@@ -231,12 +245,14 @@ class PreparedSet:
             topic=torch.as_tensor(ex["topic"], dtype=torch.long),
             labels=labels,
             node_rows=torch.from_numpy(rows),
+            node_labels=node_labels,
+            q_walk=torch.from_numpy(self.q_walk_emb[ex["q"]]) if self.q_walk_emb is not None else None,
         )
 
     def subset(self, idx: Sequence[int]) -> PreparedSet:
         return PreparedSet(self.neighbourhoods, [self.examples[i] for i in idx], self.questions, self.q_emb,
                            self.node_eids, self.node_vecs, self.node_has_vec, self.relation_types, self.rel_mat,
-                           dict(self.meta), self._rows)
+                           dict(self.meta), self._rows, self.q_walk_emb)
 
     # -- cache file ----------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -258,6 +274,8 @@ class PreparedSet:
                    "questions": list(self.questions), "q_emb": t(self.q_emb), "node_eids": t(self.node_eids),
                    "node_vecs": t(self.node_vecs), "node_has_vec": t(self.node_has_vec),
                    "relation_types": list(self.relation_types), "rel_mat": t(self.rel_mat)}
+        if self.q_walk_emb is not None:
+            payload["q_walk_emb"] = t(self.q_walk_emb)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -283,9 +301,10 @@ class PreparedSet:
             nbs[k] = Neighbourhood.from_arrays(d)
         examples = [{**ex, "topic": n(ex["topic"]), "answers": n(ex["answers"]), "pos": n(ex["pos"])}
                     for ex in payload["examples"]]
+        q_walk = payload.get("q_walk_emb")
         return cls(nbs, examples, list(payload["questions"]), n(payload["q_emb"]), n(payload["node_eids"]),
                    n(payload["node_vecs"]), n(payload["node_has_vec"]), tuple(payload["relation_types"]),
-                   n(payload["rel_mat"]), json.loads(payload["meta"]))
+                   n(payload["rel_mat"]), json.loads(payload["meta"]), q_walk_emb=None if q_walk is None else n(q_walk))
 
 
 def train_pos(ex: dict[str, Any]) -> np.ndarray:
@@ -293,6 +312,27 @@ def train_pos(ex: dict[str, Any]) -> np.ndarray:
     else its shortest-path (or ground-truth) labels ``ex["pos"]``."""
     got = ex.get("train_pos")
     return ex["pos"] if got is None else got
+
+
+def attach_masked_questions(data: PreparedSet, records: Sequence[QARecord], embedder: Any) -> int:
+    """Set ``data.q_walk_emb``: each question embedded with its topic mentions masked (its record's
+    ``topics`` and bracketed spans, :func:`~engine.scoring.walk.mask_mentions`), one embedding call. Examples
+    are matched to records by ``source`` and question; a question without a record keeps its text. Returns how many
+    questions changed."""
+    from engine.scoring.walk import mask_mentions
+
+    by_key = {(r.source, r.question): r for r in records}  # sources alone repeat across files of one name
+    texts = list(data.questions)
+    changed = 0
+    for ex in data.examples:
+        r = by_key.get((ex["source"], data.questions[ex["q"]]))
+        if r is not None:
+            masked = mask_mentions(r.question, r.topics)
+            changed += masked != texts[ex["q"]]
+            texts[ex["q"]] = masked
+    data.q_walk_emb = (np.asarray(embedder.encode(texts), dtype=np.float32) if texts
+                       else np.zeros((0, data.q_emb.shape[1]), np.float32))
+    return changed
 
 
 def attach_relation_path_labels(data: PreparedSet, records: Sequence[QARecord], graph: Any = None,
@@ -376,6 +416,9 @@ def prepare(
         else:
             if got.meta.get("build") == meta:
                 say(f"scorer training data from cache {cache} ({len(got.examples):,} questions)")
+                if got.q_walk_emb is None:  # a cache from before the masked questions: made now, kept
+                    attach_masked_questions(got, records, engine.embedder)
+                    got.save(cache)
                 if any(r.relation_path for r in records):
                     attach_relation_path_labels(got, records, graph)
                 return got
@@ -461,6 +504,7 @@ def prepare(
             raise InputError("the KG's relation catalog changed while preparing: run again")
     out = PreparedSet(nbs, examples, questions, q_emb, node_eids, node_vecs, node_has, tuple(rtypes),
                       np.asarray(rel_mat, np.float32))
+    attach_masked_questions(out, records, engine.embedder)
     out.meta = {"build": meta, "fetch_s": round(t_fetch, 2), "features_s": round(time.perf_counter() - t1, 2),
                 "skipped": skipped, "neighbourhoods": len(nbs)}
     if cache is not None:
@@ -502,6 +546,9 @@ class TrainSettings:
     #: are weighted by (its size / drawn), so the loss is an unbiased estimate of the full one.
     neg_samples: int = 0
     near_share: float = 0.5
+    #: weight of the relation walk's auxiliary loss (:func:`~engine.scoring.walk.walk_answer_loss`: where the
+    #: question's walk ends against the answers), for models built with ``walk=True``; 0 turns it off
+    walk_aux: float = 1.0
 
 
 @dataclass
@@ -533,10 +580,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, Any] | None = None) -> Any:
+def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, Any] | None = None,
+          walk_aux: float = 0.0) -> Any:
     """BCE with logits, the mean per question, then over the batch. ``sample``: ``(edges, weights)``, the
     triples scored this step and the weight of each one's term (sampled negatives, :func:`sample_edges`);
-    the per-question mean still divides by the question's full triple count."""
+    the per-question mean still divides by the question's full triple count. ``walk_aux``: weight of the
+    relation walk's answer loss, added when the model has a walk and the batch its answers."""
     import torch
     import torch.nn.functional as F
 
@@ -557,7 +606,13 @@ def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, An
     # mean per question, then over the batch: a large neighbourhood does not outweigh a small one
     sums = torch.zeros(batch.num_graphs, device=per.device).index_add_(0, which, per)
     counts = torch.diff(batch.edge_ptr).clamp(min=1).to(per.dtype)
-    return (sums / counts).mean()
+    loss = (sums / counts).mean()
+    end = getattr(model, "walk_end", None)
+    if walk_aux > 0 and end is not None and batch.node_labels is not None:
+        from engine.scoring.walk import walk_answer_loss
+
+        loss = loss + walk_aux * walk_answer_loss(end, batch)
+    return loss
 
 
 def near_negatives(data: PreparedSet, ex: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -698,7 +753,7 @@ def train_model(
             if s.neg_samples > 0:
                 e, w = sample_edges(train, exs, s.neg_samples, s.near_share, sample_rng)
                 sample = (torch.from_numpy(e).to(device), torch.from_numpy(w).to(device))
-            loss = _loss(model, batch, s.pos_weight, sample)
+            loss = _loss(model, batch, s.pos_weight, sample, s.walk_aux)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
