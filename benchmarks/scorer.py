@@ -33,6 +33,7 @@ The last line of output is one JSON object; ``benchmarks/results/scorer.json`` g
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -55,6 +56,28 @@ def spread(items: list, n: int | None) -> list:
         return items
     step = len(items) / n
     return [items[int(i * step)] for i in range(n)]
+
+
+def train_one(name: str, configs: dict, eng, train, dev, train_data, out_dir: Path, args) -> tuple:
+    """Train model ``name`` on ``train`` (early stopping on ``dev``) and save its checkpoint in ``out_dir``:
+    ``(model, history, best epoch, best dev recall, train seconds, checkpoint path)``."""
+    from engine.scoring.checkpoint import make_model, save_checkpoint
+    from engine.scoring.train import TrainSettings, train_model
+
+    model = make_model(name, eng.embedder.dim, **configs.get(name, {}))
+    settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
+                             threads=args.threads, device="cpu", pos_weight=args.pos_weight,
+                             batch_questions=args.batch, neg_samples=args.neg_samples,
+                             near_share=args.near_share, walk_aux=args.walk_aux, bridge_target=args.bridge_target)
+    t1 = time.perf_counter()
+    model, history, best_epoch, best = train_model(model, train, dev, settings, progress=not args.quiet)
+    train_s = time.perf_counter() - t1
+    ckpt = save_checkpoint(out_dir / f"scorer_{name}.ckpt", model, kg=args.kg,
+                           embedding_model=eng.config.embedding_model, embedding_slug=eng.embedder.slug,
+                           relation_types=train_data.relation_types, hops=args.hops or 3, max_edges=args.max_edges,
+                           info={"benchmark": "scorer", "train_s": round(train_s, 1), "history": history,
+                                 "best_epoch": best_epoch, "best_dev": best})
+    return model, history, best_epoch, best, train_s, ckpt
 
 
 def main() -> None:
@@ -81,8 +104,13 @@ def main() -> None:
                     help="share of the sampled negatives drawn from those touching an entity of a positive triple")
     ap.add_argument("--walk-aux", type=float, default=1.0,
                     help="weight of the relation walk's answer loss (models with walk=true; 0: off)")
+    ap.add_argument("--bridge-target", type=float, default=0.5,
+                    help="BCE target of a labelled triple touching no answer (default 0.5; 1: plain labels)")
     ap.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                     help="override a model setting, e.g. qrgat.dde_gated=true (value read as JSON)")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="evaluate the checkpoints a previous run wrote to --out-dir (scorer_<model>.ckpt) instead of "
+                         "training: the same figures, e.g. latency again on a quiet machine; train_s is the saved one")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
 
@@ -104,9 +132,9 @@ def main() -> None:
             configs.setdefault(name, {})[field_] = value
     torch.set_num_threads(args.threads)
     from engine import Engine
-    from engine.scoring.train import QARecord, TrainSettings, evaluate, prepare, read_qa, seed_everything, train_model
+    from engine.scoring.train import QARecord, evaluate, prepare, read_qa, seed_everything
     from metaqa_qtypes import relation_path
-    from engine.scoring.checkpoint import make_model, save_checkpoint
+    from engine.scoring.checkpoint import load_checkpoint
 
     load_start = os.getloadavg()
     neo, mil = start_servers()
@@ -154,6 +182,7 @@ def main() -> None:
         "test_questions": len(test_data.examples), "prepare_s": round(prepare_s, 1),
         "threads": args.threads, "labels": args.labels, "pos_weight": args.pos_weight, "batch": args.batch,
         "neg_samples": args.neg_samples, "near_share": args.near_share, "walk_aux": args.walk_aux,
+        "bridge_target": args.bridge_target, "eval_only": args.eval_only,
         "path_labels": {"train": train_data.meta.get("path_labels"), "test": test_data.meta.get("path_labels")},
         "models": {},
     }
@@ -166,18 +195,15 @@ def main() -> None:
     out_dir = Path(args.out_dir) if args.out_dir else RESULTS
     for name in args.models.split(","):
         seed_everything(42)
-        model = make_model(name, eng.embedder.dim, **configs.get(name, {}))
-        settings = TrainSettings(epochs=args.epochs, patience=args.patience, max_minutes=args.max_minutes, lr=args.lr,
-                                 threads=args.threads, device="cpu", pos_weight=args.pos_weight,
-                                 batch_questions=args.batch, neg_samples=args.neg_samples,
-                                 near_share=args.near_share, walk_aux=args.walk_aux)
-        t1 = time.perf_counter()
-        model, history, best_epoch, best = train_model(model, train, dev, settings, progress=progress)
-        train_s = time.perf_counter() - t1
-        ckpt = save_checkpoint(out_dir / f"scorer_{name}.ckpt", model, kg=args.kg,
-                               embedding_model=eng.config.embedding_model, embedding_slug=eng.embedder.slug,
-                               relation_types=train_data.relation_types, hops=args.hops or 3,
-                               max_edges=args.max_edges, info={"benchmark": "scorer", "train_s": round(train_s, 1)})
+        if args.eval_only:
+            ck = load_checkpoint(out_dir / f"scorer_{name}.ckpt", kg=args.kg, embedding_slug=eng.embedder.slug,
+                                 relation_types=train_data.relation_types)
+            model, train_s = ck.model.eval(), float(ck.info.get("train_s", float("nan")))
+            history, best_epoch, best = ck.info.get("history", []), ck.info.get("best_epoch"), ck.info.get("best_dev", math.nan)
+            ckpt = Path(ck.path)
+        else:
+            model, history, best_epoch, best, train_s, ckpt = train_one(name, configs, eng, train, dev, train_data,
+                                                                       out_dir, args)
         ev = evaluate(model, test_data, KS, group=hop_of)
         per_hop = {h: ev.get(str(h), {}) for h in (1, 2, 3)}
         result["models"][name] = {

@@ -245,7 +245,8 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     settings = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_questions=args.batch,
                              recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
                              threads=args.threads, device=args.device, pos_weight=args.pos_weight,
-                             neg_samples=args.neg_samples, near_share=args.near_share, walk_aux=args.walk_aux)
+                             neg_samples=args.neg_samples, near_share=args.near_share, walk_aux=args.walk_aux,
+                             bridge_target=args.bridge_target)
     qa: Any = args.qa
     if args.relation_paths:
         from engine.scoring.train import read_qa
@@ -463,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--walk-aux", type=float, default=1.0,
                    help="weight of the relation walk's answer loss (where the question's walk ends against the "
                         "answers; default 1, 0 turns it off); models built with walk=true, the default")
+    s.add_argument("--bridge-target", type=float, default=0.5,
+                   help="BCE target of a labelled triple that touches no answer (a bridge on the way; default 0.5; "
+                        "1: plain labels): below 1 the triples reaching an answer rank first")
     s.add_argument("--out", required=True, help="checkpoint file to write")
     s.add_argument("--kg", default=None)
     s.add_argument("--dev", nargs="+", help="dev questions for early stopping (default: 10%% of --qa)")

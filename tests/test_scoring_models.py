@@ -261,6 +261,10 @@ def test_ddemlp_blockwise_first_layer_equals_the_literal_mlp():
     x = model.triple_inputs(g)
     assert x.shape == (240, 4 * 16 + 2 * 8)  # [z_q || z_h || z_r || z_t || dde_h || dde_t]
     assert torch.allclose(model(g), model.forward_dense(g), atol=1e-5)
+    # with the relation walk: 2 more node features per end, walk_rounds + 1 triple features last
+    walk = DDEMLP(16, hidden=24, walk=True, walk_rounds=2).eval()
+    assert walk.triple_inputs(g).shape == (240, 4 * 16 + 2 * (8 + 2) + 3)
+    assert torch.allclose(walk(g), walk.forward_dense(g), atol=1e-5)
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

@@ -309,12 +309,17 @@ def test_service_scores_as_the_benchmark_does(kg: Callable[..., Engine], checkpo
 
 
 def test_answer_candidates_prefer_path_ends() -> None:
-    # anchor 0 -> film 1 (0.9) -> director 2 (0.8); a weak side triple 0 -> 3 (0.1)
+    # anchor 0 -> film 1 (0.9) -> director 2 (0.8); a weak side triple 1 -> 3 (0.1)
     heads, tails = np.array([1, 1, 1]), np.array([0, 2, 3])
     conf = np.array([0.9, 0.8, 0.1])
     cands = answer_candidates(heads, tails, conf, [0, 1, 2], [0])
     assert cands[0][0] == 2 and cands[0][1] == pytest.approx(0.72)
     assert dict(cands)[1] < 0.2  # the film leads on to the director
+    # a relation walk that ends on the side entity 3 and not on the director turns the order round
+    prior = np.array([0.0, 0.05, 0.01, 0.95])
+    walked = answer_candidates(heads, tails, conf, [0, 1, 2], [0], prior=prior)
+    assert walked[0][0] == 3 and walked[0][1] == pytest.approx(0.9 * 0.1 * 0.95)
+    assert dict(walked)[2] == pytest.approx(0.72 * 0.01)
 
 
 # ---------------------------------------------------------------------------------------------------------

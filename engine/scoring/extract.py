@@ -13,6 +13,11 @@ director) above one reached once; the second factor puts where the confident pat
 there (a film on the way to its director scores low, the director high). Anchors are never answers.
 Measured on MetaQA (benchmarks/scorer.py): the sum instead of the best path alone, over the 200 best
 triples, took 3-hop Hits@1 from 0.11 to 0.24 with the same checkpoint (README, Triple scorer).
+
+With ``prior`` (a scorer's relation walk: where the question's walk ends, :class:`~engine.scoring.walk.QueryWalk`)
+the answer score is multiplied by it: the scored paths say which entities the evidence supports, the walk
+which of them the question's relations end on. One DDE+MLP checkpoint with the walk, MetaQA test questions:
+Hits@1 0.973 / 0.966 / 0.760 (1/2/3-hop) without the prior, 0.973 / 0.980 / 0.913 with it.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ def answer_candidates(
     confidence: np.ndarray,
     selected: Sequence[int] | np.ndarray,
     anchors: Sequence[int] | np.ndarray,
+    prior: np.ndarray | None = None,
 ) -> list[tuple[int, float]]:
     """``[(local node, answer score)]``, best first, for the triples ``selected`` (indices into the arrays).
 
-    Shapes: **heads**, **tails**, **confidence** ``[E]`` (local nodes; sigmoid scores); **anchors** ``[A]``.
+    Shapes: **heads**, **tails**, **confidence** ``[E]`` (local nodes; sigmoid scores); **anchors** ``[A]``;
+    **prior** ``[N]`` (per local node, in [0, 1]) or None.
     """
     adj: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for i in np.asarray(selected, dtype=np.int64).tolist():
@@ -74,6 +81,7 @@ def answer_candidates(
                 support += conf[w] * s
             elif dw == d + 1:
                 onward = max(onward, s)
-        out.append((v, support * (1.0 - onward)))
+        score = support * (1.0 - onward)
+        out.append((v, score * float(prior[v]) if prior is not None else score))
     out.sort(key=lambda x: (-x[1], x[0]))
     return out

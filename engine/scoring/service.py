@@ -263,13 +263,16 @@ class ScoringService:
                 graph.node_rows = self._entity_rows(nb.nodes, graph.node_emb, graph.has_text)
                 self.model.attach_entity_terms(self._terms)
             logits = self.model(graph).float().cpu()
+            end = getattr(self.model, "walk_end", None)
+            walk_end = None if end is None else end.float().cpu().numpy()
         sel = adaptive_top_p(logits, p=s.p, tau=s.tau, k_min=s.k_min, k_max=s.k_max).numpy()
         conf = torch.sigmoid(logits).numpy()
         timings["score"] = _ms(t3)
         t4 = time.perf_counter()
         # answers from the k_max best triples (a wider set than the evidence: the paths to the answers of a
         # multi-hop question are often longer than the adaptive selection keeps)
-        cands = answer_candidates(nb.heads, nb.tails, conf, top_k(logits, s.k_max).numpy(), nb.anchors)[: s.max_answers]
+        cands = answer_candidates(nb.heads, nb.tails, conf, top_k(logits, s.k_max).numpy(), nb.anchors,
+                                  prior=walk_end)[: s.max_answers]
         need = set(nb.nodes[nb.heads[sel]].tolist()) | set(nb.nodes[nb.tails[sel]].tolist())
         need |= {int(nb.nodes[v]) for v, _ in cands} | {int(e) for e in nb.nodes[nb.anchors].tolist()}
         rows = self.engine.graph.entities(sorted(need))

@@ -549,6 +549,12 @@ class TrainSettings:
     #: weight of the relation walk's auxiliary loss (:func:`~engine.scoring.walk.walk_answer_loss`: where the
     #: question's walk ends against the answers), for models built with ``walk=True``; 0 turns it off
     walk_aux: float = 1.0
+    #: BCE target of a labelled triple that touches no answer (a bridge on the way: topic -> director, the
+    #: director's films); 1 gives the plain labels. Below 1 the model ranks the triples that reach an answer
+    #: first, bridges next, the rest last: answer recall@K then holds where a question has more labelled
+    #: triples than K (a 3-hop question with 45 answers and 194 path triples, half of them bridges). MetaQA
+    #: 3-hop answer recall@100, DDE+MLP: 0.943 with 1, 0.967 with 0.5 (relation-path triple recall@100 the same)
+    bridge_target: float = 0.5
 
 
 @dataclass
@@ -581,11 +587,13 @@ def seed_everything(seed: int) -> None:
 
 
 def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, Any] | None = None,
-          walk_aux: float = 0.0) -> Any:
+          walk_aux: float = 0.0, bridge_target: float = 1.0) -> Any:
     """BCE with logits, the mean per question, then over the batch. ``sample``: ``(edges, weights)``, the
     triples scored this step and the weight of each one's term (sampled negatives, :func:`sample_edges`);
     the per-question mean still divides by the question's full triple count. ``walk_aux``: weight of the
-    relation walk's answer loss, added when the model has a walk and the batch its answers."""
+    relation walk's answer loss, added when the model has a walk and the batch its answers. ``bridge_target``:
+    the target of a labelled triple touching no answer (:attr:`TrainSettings.bridge_target`; needs the
+    batch's answers, ``node_labels``)."""
     import torch
     import torch.nn.functional as F
 
@@ -602,6 +610,13 @@ def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, An
         labels, which = batch.labels.index_select(0, edges), batch.triple_batch.index_select(0, edges)
         weight = torch.where(labels > 0, torch.as_tensor(pos_weight, dtype=logits.dtype, device=logits.device),
                              w.to(logits.dtype))
+    if bridge_target != 1.0 and batch.node_labels is not None:
+        head, tail = batch.edge_index[0], batch.edge_index[1]
+        if sample is not None:
+            head, tail = head.index_select(0, sample[0]), tail.index_select(0, sample[0])
+        touches = (batch.node_labels.index_select(0, head) > 0) | (batch.node_labels.index_select(0, tail) > 0)
+        labels = torch.where((labels > 0) & ~touches, torch.as_tensor(bridge_target, dtype=labels.dtype,
+                                                                       device=labels.device), labels)
     per = F.binary_cross_entropy_with_logits(logits, labels, weight=weight, reduction="none")
     # mean per question, then over the batch: a large neighbourhood does not outweigh a small one
     sums = torch.zeros(batch.num_graphs, device=per.device).index_add_(0, which, per)
@@ -659,12 +674,14 @@ def sample_edges(data: PreparedSet, examples: Sequence[dict[str, Any]], n_neg: i
 
 
 def score_examples(model: Any, data: PreparedSet, examples: Sequence[dict[str, Any]] | None = None,
-                   device: Any = "cpu", select: bool = False) -> list[tuple[np.ndarray, float, float]]:
+                   device: Any = "cpu", select: bool = False, walk_ends: list[Any] | None = None,
+                   ) -> list[tuple[np.ndarray, float, float]]:
     """``[(logits [E], wall ms, cpu ms)]`` per example, one question per forward pass (as at query time), in
     eval mode. The time covers the scoring step given the fetched neighbourhood and cached features: building
     the graph's tensors, the forward pass, the sigmoid and (``select=True``) the adaptive top-p selection.
     The entity text terms come from the model's entity table over ``data.node_vecs`` (projected once here,
-    before the clock starts, as a feature cache is filled once per process)."""
+    before the clock starts, as a feature cache is filled once per process). ``walk_ends``: a list that gets
+    each example's relation-walk end ``[N]`` (None for a model without a walk)."""
     import torch
 
     from engine.scoring.select import adaptive_top_p
@@ -686,6 +703,9 @@ def score_examples(model: Any, data: PreparedSet, examples: Sequence[dict[str, A
             ms = (time.perf_counter() - t0) * 1000.0
             cpu = (time.process_time() - c0) * 1000.0
             out.append((logits.float().cpu().numpy(), ms, cpu))
+            if walk_ends is not None:
+                end = getattr(model, "walk_end", None)
+                walk_ends.append(None if end is None else end.float().cpu().numpy())
     return out
 
 
@@ -753,7 +773,7 @@ def train_model(
             if s.neg_samples > 0:
                 e, w = sample_edges(train, exs, s.neg_samples, s.near_share, sample_rng)
                 sample = (torch.from_numpy(e).to(device), torch.from_numpy(w).to(device))
-            loss = _loss(model, batch, s.pos_weight, sample, s.walk_aux)
+            loss = _loss(model, batch, s.pos_weight, sample, s.walk_aux, s.bridge_target)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -884,8 +904,9 @@ def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), 
     from engine.scoring.select import top_k as top_k_idx
 
     rows: dict[Any, dict[str, list[float]]] = {}
-    scored = score_examples(model, data, device=device, select=True)
-    for ex, (logits, ms, cpu) in zip(data.examples, scored):
+    ends: list[Any] = []
+    scored = score_examples(model, data, device=device, select=True, walk_ends=ends)
+    for ex, (logits, ms, cpu), end in zip(data.examples, scored, ends):
         nb = data.neighbourhoods[ex["nb"]]
         keys = ["all"] + ([group(ex)] if group is not None else [])
         conf = 1.0 / (1.0 + np.exp(-logits))
@@ -909,7 +930,7 @@ def evaluate(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100, 200), 
             vals[f"answer_ceiling@{k}"] = answer_ceiling_at_k(nb.heads, nb.tails, answers, k) / n_gold
         # the answer is extracted from the k_max (200) best triples, as the engine's scorer does
         ext = order[:200] if max(ks) >= 200 else top_k_idx(torch.from_numpy(logits), 200).numpy()
-        cands = answer_candidates(nb.heads, nb.tails, conf, ext, nb.anchors)
+        cands = answer_candidates(nb.heads, nb.tails, conf, ext, nb.anchors, prior=end)
         vals["hits1"] = 1.0 if cands and cands[0][0] in answers else 0.0
         for key in keys:
             bucket = rows.setdefault(key, {})
