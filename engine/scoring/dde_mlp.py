@@ -168,9 +168,7 @@ class DDEMLP(TripleScorer):
             node = F.linear(torch.cat([x, s], 1), w_node)
         else:
             # text terms from the entity table (the shared vector's where there is no text) + the DDE terms
-            nameless = F.linear(self.nameless, torch.cat([w_h, w_t], 0))
-            node = torch.where(has_text.unsqueeze(1), text, nameless)
-            node = node.add_(F.linear(s, torch.cat([w_sh, w_st], 0))) if k else node
+            node = text.add_(F.linear(s, torch.cat([w_sh, w_st], 0))) if k else text
         as_head, as_tail = node.chunk(2, dim=1)
         # Each relation row belongs to one question, so the query term (and the bias) folds into it.
         query = F.linear(b.q_emb.to(dtype), w_q, self.first.bias)

@@ -241,14 +241,22 @@ class TripleScorer(nn.Module):
         self._entity_table = None if terms is None else (terms, self._weights_version())
 
     def _table_terms(self, b: BatchedGraphs) -> torch.Tensor | None:
-        """The attached table's rows for ``b``'s nodes, when usable (eval mode, rows given, weights unchanged)."""
+        """The text terms of ``b``'s nodes from the attached table, when usable (eval mode, rows given, weights
+        unchanged): its rows, and the terms of the shared learned vector (``self.nameless``) in the rows of
+        nameless entities, written into those rows alone (a ``where`` over all of them was a whole extra pass
+        over an ``[N, P]`` tensor, 4 ms of a 45 ms QR-GAT forward at 10k triples)."""
         if self._entity_table is None or b.node_rows is None or self.training:
             return None
         table, version = self._entity_table
         if version != self._weights_version():
             self._entity_table = None
             return None
-        return table.index_select(0, b.node_rows)
+        out = table.index_select(0, b.node_rows)
+        nameless = ~b.has_text
+        if bool(nameless.any()):
+            nameless_vec: torch.Tensor = self.nameless  # type: ignore[assignment]
+            out[nameless] = self.entity_terms(nameless_vec.unsqueeze(0).to(out.dtype))
+        return out
 
     def train(self, mode: bool = True) -> TripleScorer:
         if mode:

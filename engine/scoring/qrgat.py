@@ -284,24 +284,30 @@ class QRGAT(TripleScorer):
             return torch.stack([batch.is_topic, ~batch.is_topic], dim=1).to(dtype)
         return batch.node_emb.new_zeros(batch.num_nodes, 0, dtype=dtype)
 
-    def _first_projections(self, x: torch.Tensor, p: torch.Tensor, b: BatchedGraphs, dense: bool) -> list[torch.Tensor]:
-        """``[z_s, z_t]`` of the first forward layer, then of the first reverse layer (each ``[N, hidden]``)."""
+    def _first_projections(self, x: torch.Tensor | None, p: torch.Tensor, b: BatchedGraphs, dense: bool) -> list[torch.Tensor]:
+        """``[z_s, z_t]`` of the first forward layer, then of the first reverse layer (each ``[N, hidden]``).
+        ``x``: :meth:`node_features` of ``b``, or None to make them only where they are read (not when the
+        attached entity table gives the text terms)."""
         lins = [m for conv in (self.forward_convs[0], self.reverse_convs[0]) for m in (conv.lin_s, conv.lin_t)]
-        q = b.q_emb.to(x.dtype)
+        dtype = self.nameless.dtype
+        q = b.q_emb.to(dtype)
+        text = None if dense else self._table_terms(b)
+        if x is None and text is None:
+            x = self.node_features(b)
         if dense:
+            assert x is not None
             parts = [x, q.index_select(0, b.node_batch)] if self.query_init else [x]
             h0 = self.dropout(torch.cat([*parts, p], dim=1))
             return [lin(h0) for lin in lins]
         d = self.emb_dim
         w = torch.cat([lin.weight for lin in lins], 0)  # [4 * hidden, in_dim]
         w_pos = w[:, w.shape[1] - self.pos_dim:]
-        text = self._table_terms(b)
         if text is None:
+            assert x is not None
             z = F.linear(torch.cat([x, p], 1), torch.cat([w[:, :d], w_pos], 1))
         else:
             # text terms from the entity table (the shared vector's where there is no text) + the position terms
-            z = torch.where(b.has_text.unsqueeze(1), text, F.linear(self.nameless, w[:, :d]))
-            z = z.add_(F.linear(p, w_pos)) if self.pos_dim else z
+            z = text.add_(F.linear(p, w_pos)) if self.pos_dim else text
         if self.query_init:
             zq = F.linear(q, w[:, d:2 * d])
             z = z.add_(zq) if b.num_graphs == 1 else z.add_(zq.index_select(0, b.node_batch))
@@ -322,19 +328,19 @@ class QRGAT(TripleScorer):
         ``alpha`` its ``[E', H]`` attention. With ``edges`` (indices into the batch's triples) only those
         triples are scored (message passing still runs over the whole graph)."""
         b = self._prepare(graph)
-        x = self.node_features(b)
         p, walk_edge = self._positions(b)
         dense = self.training and self.dropout.p > 0
-        z = self._first_projections(x, p, b, dense)
+        z = self._first_projections(self.node_features(b) if dense else None, p, b, dense)
+        dtype, device = self.nameless.dtype, self.nameless.device
 
-        edge_index, edge_rel, rel_emb, rel_batch = b.edge_index, b.edge_rel, b.rel_emb.to(x.dtype), b.rel_batch
+        edge_index, edge_rel, rel_emb, rel_batch = b.edge_index, b.edge_rel, b.rel_emb.to(dtype), b.rel_batch
         if self.self_rel is not None:
-            loops = torch.arange(b.num_nodes, device=x.device)
+            loops = torch.arange(b.num_nodes, device=device)
             edge_index = torch.cat([edge_index, loops.expand(2, -1)], dim=1)
             edge_rel = torch.cat([edge_rel, b.rel_emb.shape[0] + b.node_batch])
             rel_emb = torch.cat([rel_emb, self.self_rel.expand(b.num_graphs, -1)])
-            rel_batch = torch.cat([rel_batch, torch.arange(b.num_graphs, device=x.device)])
-        q = b.q_emb.to(x.dtype)
+            rel_batch = torch.cat([rel_batch, torch.arange(b.num_graphs, device=device)])
+        q = b.q_emb.to(dtype)
 
         attention: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {"forward": [], "reverse": []}
         stacks = (("forward", self.forward_convs, edge_index), ("reverse", self.reverse_convs, edge_index.flip(0)))
@@ -355,7 +361,7 @@ class QRGAT(TripleScorer):
                     res, alpha = res
                     attention[name].append((ei, alpha))
                 outputs.append(res)
-        logits = self._score(torch.cat(outputs, dim=1), b, x.dtype, edges, walk_edge)
+        logits = self._score(torch.cat(outputs, dim=1), b, dtype, edges, walk_edge)
         return (logits, attention) if return_attention else logits
 
     def _score(self, h: torch.Tensor, b: BatchedGraphs, dtype: torch.dtype,
