@@ -110,9 +110,7 @@ class DDEMLP(TripleScorer):
             lin.reset_parameters()
         if self.gated is not None:
             self.gated.reset_parameters()
-        if self.walk is not None:
-            self.walk.reset_parameters()
-            self.walk_edge.reset_parameters()  # type: ignore[union-attr]
+        self._reset_walk()
 
     def node_features(self, batch: BatchedGraphs) -> torch.Tensor:
         """Text embeddings with the shared learned vector in the rows of nameless entities: ``[N, d]``."""
@@ -129,11 +127,8 @@ class DDEMLP(TripleScorer):
         s = log_scale(s) if self.dde_log else s
         if self.gated is not None:
             s = torch.cat([s, self.gated(b, dtype)], dim=1)
-        if self.walk is None:
-            return s, None
-        node, edge, end = self.walk(b, dtype)
-        self.walk_end = end
-        return torch.cat([s, node], dim=1), edge
+        node, edge = self._walk_features(b, dtype)
+        return (s, None) if node is None else (torch.cat([s, node], dim=1), edge)
 
     def forward(self, graph: QuestionGraph | BatchedGraphs, edges: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``[E]``; with ``edges`` (indices into the batch's triples) only those triples' ``[len(edges)]``.

@@ -247,9 +247,7 @@ class QRGAT(TripleScorer):
             conv.reset_parameters()
         if self.gated is not None:
             self.gated.reset_parameters()
-        if self.walk is not None:
-            self.walk.reset_parameters()
-            self.walk_edge.reset_parameters()  # type: ignore[union-attr]
+        self._reset_walk()
         self.score1.reset_parameters()
         self.score2.reset_parameters()
 
@@ -270,11 +268,8 @@ class QRGAT(TripleScorer):
         p = self._position(batch)
         if self.gated is not None:
             p = torch.cat([p, self.gated(batch, self.nameless.dtype)], dim=1)
-        if self.walk is None:
-            return p, None
-        node, edge, end = self.walk(batch, self.nameless.dtype)
-        self.walk_end = end
-        return torch.cat([p, node], dim=1), edge
+        node, edge = self._walk_features(batch, self.nameless.dtype)
+        return (p, None) if node is None else (torch.cat([p, node], dim=1), edge)
 
     def _position(self, batch: BatchedGraphs) -> torch.Tensor:
         dtype = self.nameless.dtype

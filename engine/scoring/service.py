@@ -239,7 +239,9 @@ class ScoringService:
             return ScoringResult([], [], [], nb.report, model_name, linked, timings, warnings)
         t2 = time.perf_counter()
         texts = [] if q_emb is not None else [question]
-        if getattr(self.model, "walk", None) is not None:
+        has_walk = getattr(self.model, "walk", None) is not None
+        anchor_rows: dict[int, Any] = {}  # read here for the walk, kept for the names below
+        if has_walk:
             # the relation walk's gates read the question with its topic mentions masked, as in training:
             # the linked n-grams, and the anchors' names where the question spells them
             from engine.scoring.walk import mask_mentions
@@ -251,7 +253,7 @@ class ScoringService:
         if q_emb is None:
             q_emb = vecs[0]  # type: ignore[index]
         graph = self.engine.scorer_features.question_graph(nb, q_emb)
-        if getattr(self.model, "walk", None) is not None:
+        if has_walk:
             graph.q_walk = torch.as_tensor(np.asarray(vecs[-1], dtype=np.float32))  # type: ignore[index]
         timings["features"] = _ms(t2)
         t3 = time.perf_counter()
@@ -275,7 +277,7 @@ class ScoringService:
                                   prior=walk_end)[: s.max_answers]
         need = set(nb.nodes[nb.heads[sel]].tolist()) | set(nb.nodes[nb.tails[sel]].tolist())
         need |= {int(nb.nodes[v]) for v, _ in cands} | {int(e) for e in nb.nodes[nb.anchors].tolist()}
-        rows = self.engine.graph.entities(sorted(need))
+        rows = {**anchor_rows, **self.engine.graph.entities(sorted(need - anchor_rows.keys()))}
 
         def ent(eid: int) -> Any:
             r = rows.get(eid) or {}
