@@ -52,7 +52,7 @@ def measure_recall(eng: Any, emb: Any, n: int) -> dict[str, Any]:
     """Recall of Milvus' entity index against exact search, for perturbed entity names (ties counted)."""
     import numpy as np
 
-    rows = eng.graph.read("MATCH (n:Entity {kg: $kg}) RETURN n.eid AS eid, n.name AS name", kg=eng.kg)
+    rows = eng.graph.read_named("entities_page", kg=eng.kg, last=-1, limit=1 << 62)
     eids = np.array([r["eid"] for r in rows], dtype=np.int64)
     stored = eng.vectors.get_vectors("entities", eids)
     mat = np.stack([stored[int(e)] for e in eids])

@@ -5,9 +5,9 @@
 UNWIND $rows AS s
 CALL (s) {
   UNWIND s.cands AS c
-  MATCH (h:Entity {eid: c})-[r]-(t:Entity)
+  MATCH (h:IsoragEntity {isorag_eid: c})-[r]-(t:IsoragEntity)
   WHERE s.types IS NULL OR type(r) IN s.types
-  WITH DISTINCT t.eid AS eid
+  WITH DISTINCT t.isorag_eid AS eid
   LIMIT $cap
   RETURN collect(eid) AS eids
 }

@@ -1,5 +1,12 @@
-// Delete one batch of a KG's nodes (with their relationships); run until it deletes nothing.
-MATCH (n) WHERE (n:Entity OR n:RelationType OR n:EntityType) AND n.kg = $kg
+// Delete one batch of the nodes isorag created for a KG (the entities it loaded, its relation and type catalog);
+// run until it deletes nothing. Adopted entities are the user's nodes: drop_kg_release_batch gives them back.
+CALL () {
+  MATCH (n:IsoragEntity {isorag_kg: $kg}) WHERE n.isorag_adopted IS NULL RETURN n
+  UNION
+  MATCH (n:IsoragRelationType {kg: $kg}) RETURN n
+  UNION
+  MATCH (n:IsoragEntityType {kg: $kg}) RETURN n
+}
 WITH n LIMIT $limit
 DETACH DELETE n
 RETURN count(*) AS deleted

@@ -1,3 +1,3 @@
 UNWIND $eids AS eid
-MATCH (n:Entity {eid: eid})
-RETURN n.eid AS eid, n.key AS key, n.name AS name
+MATCH (n:IsoragEntity {isorag_eid: eid})
+RETURN n.isorag_eid AS eid, n.isorag_key AS key, n.isorag_name AS name

@@ -1,5 +1,6 @@
-// Entities of a KG by display name (the name index); several entities may share a name.
-UNWIND $names AS name
-MATCH (n:Entity {name: name})
-WHERE n.kg = $kg
-RETURN name, n.eid AS eid, n.key AS key
+// Entities of a KG by display name, through the name-key index (the caller sends each name with its key,
+// engine.graph.name_key); several entities may share a name.
+UNWIND $rows AS row
+MATCH (n:IsoragEntity {isorag_name_key: row.name_key})
+WHERE n.isorag_kg = $kg AND n.isorag_name = row.name
+RETURN row.name AS name, n.isorag_eid AS eid, n.isorag_key AS key

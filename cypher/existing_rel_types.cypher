@@ -1,4 +1,4 @@
-// Relationship types used between the KG's entities.
-MATCH (n:Entity {kg: $kg})-[r]->(:Entity)
-WHERE type(r) <> 'IS_A'
+// Relationship types used between the KG's entities (isorag's own ISORAG_* types left out).
+MATCH (n:IsoragEntity {isorag_kg: $kg})-[r]->(m:IsoragEntity)
+WHERE m.isorag_kg = $kg AND NOT type(r) STARTS WITH 'ISORAG_'
 RETURN DISTINCT type(r) AS type

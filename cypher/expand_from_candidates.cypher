@@ -4,10 +4,10 @@
 // Grouped by hub h; `out` is true when the relationship starts at h. Types and directions are filtered by the
 // caller (each state has its own).
 UNWIND $cands AS c
-MATCH (t:Entity {eid: c})
+MATCH (t:IsoragEntity {isorag_eid: c})
 CALL (t) {
-  MATCH (t)-[r]-(h:Entity)
-  WHERE h.eid IN $srcs
+  MATCH (t)-[r]-(h:IsoragEntity)
+  WHERE h.isorag_eid IN $srcs
   RETURN r, h
 }
-RETURN h.eid AS h, collect([type(r), startNode(r) = h, t.eid]) AS hits
+RETURN h.isorag_eid AS h, collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits

@@ -2,13 +2,14 @@
 // Returns one row per entity that existed before this statement (with its stored name, which is what gets
 // embedded); every other entity of the batch was created here, under the row's name. The loader takes the
 // entities created here as "fresh": no relationship can start from them but those this load writes.
-// (Exact while a KG is loaded by one process at a time: eids are per KG, and the eid key constraint
-// makes a concurrent duplicate fail rather than exist twice.)
+// (Exact while a KG is loaded by one process at a time, which the KG's load lock ensures: eids are per KG, and the
+// eid key constraint makes a concurrent duplicate fail rather than exist twice.)
 UNWIND $rows AS row
-OPTIONAL MATCH (old:Entity {eid: row.eid})
+OPTIONAL MATCH (old:IsoragEntity {isorag_eid: row.eid})
 WITH row, old IS NOT NULL AS existed
-MERGE (n:Entity {eid: row.eid})
-  ON CREATE SET n.kg = $kg, n.key = row.key, n.name = row.name, n.types = row.types
+MERGE (n:IsoragEntity {isorag_eid: row.eid})
+  ON CREATE SET n.isorag_kg = $kg, n.isorag_key = row.key, n.isorag_name = row.name,
+                n.isorag_name_key = row.name_key, n.isorag_types = row.types
 WITH n, existed
 WHERE existed
-RETURN n.eid AS eid, n.name AS name
+RETURN n.isorag_eid AS eid, n.isorag_name AS name

@@ -1,7 +1,7 @@
 // Part of one entity's KG relationships (engine.scoring.neighbourhood): when even the best entity of a hop
 // has more relationships than the edge budget left, the first $limit of them ({rel_types} as in
 // neighbourhood_hop). Same row as neighbourhood_hop.
-MATCH (n:Entity {eid: $eid})-[r{rel_types}]-(m:Entity)
+MATCH (n:IsoragEntity {isorag_eid: $eid})-[r{rel_types}]-(m:IsoragEntity)
 WITH n, r, m LIMIT $limit
 WITH collect($eid) AS src,
      collect(CASE WHEN startNode(r) = n THEN $code[type(r)] ELSE -1 - $code[type(r)] END) AS code,
@@ -10,8 +10,8 @@ CALL {
   WITH reached
   UNWIND reached AS m
   WITH DISTINCT m
-  RETURN collect(m.eid) AS nodes,
+  RETURN collect(m.isorag_eid) AS nodes,
          collect(CASE WHEN $degrees THEN COUNT { (m)--() } ELSE -1 END) AS degree,
-         collect(m.name IS NULL OR m.name = '' OR m.name =~ $nameless) AS nameless
+         collect(m.isorag_name IS NULL OR m.isorag_name = '' OR m.isorag_name =~ $nameless) AS nameless
 }
-RETURN src, code, [m IN reached | m.eid] AS dst, nodes, degree, nameless
+RETURN src, code, [m IN reached | m.isorag_eid] AS dst, nodes, degree, nameless

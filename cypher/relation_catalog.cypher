@@ -1,2 +1,2 @@
-MATCH (rt:RelationType {kg: $kg})
+MATCH (rt:IsoragRelationType {kg: $kg})
 RETURN rt.rid AS rid, rt.name AS name, rt.type AS type

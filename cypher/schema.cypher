@@ -1,9 +1,12 @@
 // One statement per ';'-terminated block, applied before any write. Idempotent.
-CREATE CONSTRAINT isorag_entity_eid IF NOT EXISTS FOR (n:Entity) REQUIRE n.eid IS UNIQUE;
-CREATE CONSTRAINT isorag_entity_kg_key IF NOT EXISTS FOR (n:Entity) REQUIRE (n.kg, n.key) IS UNIQUE;
-CREATE INDEX isorag_entity_kg IF NOT EXISTS FOR (n:Entity) ON (n.kg);
-CREATE INDEX isorag_entity_name IF NOT EXISTS FOR (n:Entity) ON (n.name);
-CREATE CONSTRAINT isorag_reltype_rid IF NOT EXISTS FOR (n:RelationType) REQUIRE n.rid IS UNIQUE;
-CREATE INDEX isorag_reltype_kg IF NOT EXISTS FOR (n:RelationType) ON (n.kg);
-CREATE CONSTRAINT isorag_etype_tid IF NOT EXISTS FOR (n:EntityType) REQUIRE n.tid IS UNIQUE;
-CREATE INDEX isorag_etype_kg IF NOT EXISTS FOR (n:EntityType) ON (n.kg);
+// Everything isorag writes is namespaced (DESIGN §11): its own labels (Isorag*), and on entity nodes, which may be
+// a user's own nodes adopted in place, only isorag_* properties. An entity's source key is not indexed: its eid is
+// a digest of (kg, key), so a look-up by key is a look-up by eid, and a key of any length can be stored. Names are
+// looked up through isorag_name_key (engine.graph.name_key: the name, or a digest of a name too long to index).
+CREATE CONSTRAINT isorag_entity_eid IF NOT EXISTS FOR (n:IsoragEntity) REQUIRE n.isorag_eid IS UNIQUE;
+CREATE INDEX isorag_entity_kg IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_kg);
+CREATE INDEX isorag_entity_name_key IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_name_key);
+CREATE CONSTRAINT isorag_reltype_rid IF NOT EXISTS FOR (n:IsoragRelationType) REQUIRE n.rid IS UNIQUE;
+CREATE INDEX isorag_reltype_kg IF NOT EXISTS FOR (n:IsoragRelationType) ON (n.kg);
+CREATE CONSTRAINT isorag_etype_tid IF NOT EXISTS FOR (n:IsoragEntityType) REQUIRE n.tid IS UNIQUE;
+CREATE INDEX isorag_etype_kg IF NOT EXISTS FOR (n:IsoragEntityType) ON (n.kg);

@@ -1,6 +1,6 @@
-MATCH (n:Entity {kg: $kg})
+MATCH (n:IsoragEntity {isorag_kg: $kg})
 WITH count(n) AS entities
-OPTIONAL MATCH (rt:RelationType {kg: $kg})
+OPTIONAL MATCH (rt:IsoragRelationType {kg: $kg})
 WITH entities, count(rt) AS relations
-OPTIONAL MATCH (ty:EntityType {kg: $kg})
+OPTIONAL MATCH (ty:IsoragEntityType {kg: $kg})
 RETURN entities, relations, count(ty) AS types

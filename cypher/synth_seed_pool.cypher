@@ -1,7 +1,7 @@
 // A pseudo-random sample of a KG's entities (one scan): seeds and start nodes for synth sampling. Entity ids are
 // hashes, so their residues modulo a prime are uniform; the window [$salt, $salt + $cut) of residues (wrapping) keeps
 // a share $cut / $mod of the entities, the same ones for the same salt: a given --seed samples the same records.
-MATCH (n:Entity {kg: $kg})
-WHERE (n.eid % $mod + $mod - $salt) % $mod < $cut
-RETURN n.eid AS eid
+MATCH (n:IsoragEntity {isorag_kg: $kg})
+WHERE (n.isorag_eid % $mod + $mod - $salt) % $mod < $cut
+RETURN n.isorag_eid AS eid
 LIMIT $limit

@@ -1,7 +1,10 @@
 // Entity records (labels, types) from the source: set the display name and add types.
 UNWIND $rows AS row
-MERGE (n:Entity {eid: row.eid})
-  ON CREATE SET n.kg = $kg, n.key = row.key, n.name = coalesce(row.name, row.key), n.types = row.types
-  ON MATCH SET n.name = coalesce(row.name, n.name),
-               n.types = reduce(acc = coalesce(n.types, []), t IN row.types | CASE WHEN t IN acc THEN acc ELSE acc + t END)
-RETURN n.eid AS eid, n.name AS name
+MERGE (n:IsoragEntity {isorag_eid: row.eid})
+  ON CREATE SET n.isorag_kg = $kg, n.isorag_key = row.key, n.isorag_name = coalesce(row.name, row.key),
+                n.isorag_name_key = coalesce(row.name_key, row.key_name_key), n.isorag_types = row.types
+  ON MATCH SET n.isorag_name = coalesce(row.name, n.isorag_name),
+               n.isorag_name_key = coalesce(row.name_key, n.isorag_name_key),
+               n.isorag_types = reduce(acc = coalesce(n.isorag_types, []), t IN row.types |
+                                       CASE WHEN t IN acc THEN acc ELSE acc + t END)
+RETURN n.isorag_eid AS eid, n.isorag_name AS name

@@ -21,7 +21,11 @@ DEFAULT_K = 3
 DEFAULT_FEWSHOT = "demo"
 DEFAULT_SHOTS = 12
 
-_KG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+#: A letter, then letters and digits in words joined by single underscores: such a name is its own Milvus
+#: collection prefix (``<kg>__<model>__<kind>``, engine.vectors.collection_name), and since it never holds ``__``
+#: nor ends with ``_``, two KGs can never share a collection (``a_`` and ``a``, ``a__b`` and ``a_b`` would).
+_KG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*")
+KG_NAME_MAX = 64
 
 
 def isorag_home() -> Path:
@@ -30,9 +34,11 @@ def isorag_home() -> Path:
 
 
 def check_kg_name(kg: str) -> str:
-    if not isinstance(kg, str) or not _KG_NAME.match(kg):
+    """``kg`` if it is a valid KG name (see ``_KG_NAME``), else a ConfigError saying why."""
+    if not isinstance(kg, str) or len(kg) > KG_NAME_MAX or not _KG_NAME.fullmatch(kg):
         raise ConfigError(
-            f"invalid KG name {kg!r}: use a letter then letters, digits or '_' (at most 64 characters)"
+            f"invalid KG name {kg!r}: use a letter, then letters and digits, single '_' between words "
+            f"(no '__', no '_' at the end; at most {KG_NAME_MAX} characters)"
         )
     return kg
 

@@ -27,10 +27,18 @@ def cypher(name: str) -> str:
 
 
 def escape_identifier(name: str) -> str:
-    """Backtick-escape an identifier (a relationship type or label)."""
-    if not name:
-        raise UnknownRelationError("empty relationship type")
-    return "`" + name.replace("`", "``") + "`"
+    """Quote an identifier (a relationship type or label) so that Neo4j reads it as exactly ``name``.
+
+    Backticks are doubled, and every backslash is written ``\\u005c``: Neo4j's parser turns ``\\uXXXX`` into its
+    character anywhere in a statement (as Java source does), so ``\\u0060`` in a name would otherwise close the
+    quotes; a backslash that itself comes from an escape never starts one. Checked against the real server for
+    generated names (tests: quotes, backticks, backslashes, ``\\u0060``, newlines, any Unicode).
+    """
+    if not isinstance(name, str) or not name:
+        raise UnknownRelationError(f"not a relationship type or label: {name!r}")
+    if "\x00" in name:
+        raise UnknownRelationError(f"a relationship type or label cannot hold NUL: {name!r}")
+    return "`" + name.replace("\\", "\\u005c").replace("`", "``") + "`"
 
 
 def rel_type_alternation(types: "list[str] | tuple[str, ...] | set[str]", allowed: "set[str] | frozenset[str]") -> str:

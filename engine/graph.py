@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from engine._config import Neo4jSettings, check_kg_name
 from engine._cypher import cypher
@@ -20,8 +20,16 @@ _DRIVERS: dict[tuple[str, str, str], Any] = {}
 _DRIVERS_LOCK = threading.Lock()
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
 _REL_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Relationship types the engine uses for its own bookkeeping; never a KG relation.
-RESERVED_TYPES = frozenset({"IS_A"})
+#: Relationship types the engine uses for its own bookkeeping; never a KG relation. Every label, relationship type
+#: and property isorag writes is in its namespace (``Isorag*``, ``ISORAG_*``, ``isorag_*``: DESIGN §11).
+RESERVED_TYPES = frozenset({"ISORAG_IS_A"})
+_RESERVED_PREFIX = "ISORAG_"
+#: A relationship type made from a relation name is at most this long (a longer name is cut and keeps a digest
+#: suffix, so distinct names stay distinct types); the full name stays in the catalog and on each relationship.
+TYPE_MAX = 200
+#: Neo4j's range index refuses keys over about 8 kB (measured: 8,000 bytes indexed, 9,000 refused); a name whose
+#: UTF-8 form is longer than this is indexed by a digest instead (:func:`name_key`), its full text kept.
+NAME_KEY_MAX_BYTES = 4096
 
 
 def stable_id(*parts: str) -> int:
@@ -43,18 +51,28 @@ def type_id(kg: str, name: str) -> int:
 
 
 def sanitize_relation(name: str) -> str:
-    """A relationship type for a relation name: letters, digits and '_' (the original stays in ``r.name``).
+    """A relationship type for a relation name: letters, digits and '_' (the original stays in ``r.isorag_name``).
 
-    Names that sanitize to the same text get a short hash suffix, so distinct names stay distinct types.
+    Names that sanitize to the same text get a short hash suffix, so distinct names stay distinct types; a name
+    longer than :data:`TYPE_MAX` is cut and gets the suffix too; isorag's own ``ISORAG_`` prefix is never produced.
     """
     base = _SANITIZE.sub("_", name.strip()).strip("_") or "rel"
-    if base[0].isdigit():
+    if base[0].isdigit() or base.upper().startswith(_RESERVED_PREFIX):
         base = "r_" + base
-    if base in RESERVED_TYPES:
-        base = base + "_"
-    if base == name:
+    if base == name and len(base) <= TYPE_MAX:
         return base
-    return f"{base}__{hashlib.blake2b(name.encode('utf-8'), digest_size=3).hexdigest()}"
+    return f"{base[:TYPE_MAX]}__{hashlib.blake2b(name.encode('utf-8'), digest_size=3).hexdigest()}"
+
+
+def name_key(name: str | None) -> str | None:
+    """The indexed form of an entity name (``isorag_name_key``): the name itself, or for a name over
+    :data:`NAME_KEY_MAX_BYTES` bytes of UTF-8 a digest of it. A look-up by name sends the name with its key and
+    compares the full name too, so a short name that looks like a digest never matches a long one."""
+    if name is None:
+        return None
+    if len(name) * 4 <= NAME_KEY_MAX_BYTES or len(name.encode("utf-8")) <= NAME_KEY_MAX_BYTES:
+        return name
+    return "digest:blake2b:" + hashlib.blake2b(name.encode("utf-8"), digest_size=20).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -80,7 +98,7 @@ def get_driver(settings: Neo4jSettings, uri: str) -> Any:
                 liveness_check_timeout=settings.liveness_check_timeout,
                 connection_timeout=settings.connection_timeout,
                 keep_alive=True,
-                # the server's hints (e.g. "relationship type IS_A does not exist yet") are not errors
+                # the server's hints (e.g. "relationship type ISORAG_IS_A does not exist yet") are not errors
                 notifications_min_severity="OFF",
             )
             _DRIVERS[key] = drv
@@ -205,16 +223,6 @@ class GraphStore:
     def relation_types(self) -> frozenset[str]:
         return frozenset(ri.type for ri in self.relation_catalog().values())
 
-    def check_types(self, types: Iterable[str]) -> list[str]:
-        """Validate relationship types against this KG's catalog."""
-        allowed = self.relation_types()
-        out = []
-        for t in types:
-            if t not in allowed:
-                raise UnknownRelationError(f"relationship type {t!r} is not in the schema of KG {self.kg!r}")
-            out.append(t)
-        return out
-
     # -- bulk writes (used by loaders.bulk) ----------------------------------------------------------
     def _write_rows(self, query: str, **params: Any) -> tuple[list[dict[str, Any]], Any]:
         res = self._run(query, params, write=True)
@@ -227,13 +235,16 @@ class GraphStore:
         """
         if not rows:
             return 0, {}
-        out, counters = self._write_rows(cypher("merge_entities"), rows=list(rows), kg=self.kg)
+        rows = [{**r, "name_key": name_key(r["name"])} for r in rows]
+        out, counters = self._write_rows(cypher("merge_entities"), rows=rows, kg=self.kg)
         return counters.nodes_created, {r["eid"]: r["name"] for r in out}
 
     def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
+        """Entity records: set the name (when the row has one) and add types; creates an entity that is missing."""
         if not rows:
             return 0, {}
-        out, counters = self._write_rows(cypher("update_entities"), rows=list(rows), kg=self.kg)
+        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key"])} for r in rows]
+        out, counters = self._write_rows(cypher("update_entities"), rows=rows, kg=self.kg)
         return counters.nodes_created, {r["eid"]: r["name"] for r in out}
 
     def merge_entity_types(self, rows: Sequence[Mapping[str, Any]]) -> int:
@@ -281,8 +292,23 @@ class GraphStore:
         rows = self.read_named("entities_by_eid", eids=list(eids))
         return {r["eid"]: r for r in rows}
 
+    def entities_by_key(self, keys: Sequence[str]) -> list[dict[str, Any]]:
+        """``{key, eid, name}`` of the entities of this KG with these source keys (a look-up by eid)."""
+        rows = [{"key": k, "eid": entity_id(self.kg, k)} for k in keys]
+        return self.read_named("entities_by_key", rows=rows, kg=self.kg) if rows else []
+
+    def entities_by_name(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        """``{name, eid, key}`` of the entities of this KG with these display names (several may share one)."""
+        rows = [{"name": n, "name_key": name_key(n)} for n in names]
+        return self.read_named("entities_by_name", rows=rows, kg=self.kg) if rows else []
+
     def drop(self, batch: int = 10_000) -> int:
-        """Delete this KG's nodes and relationships (other KGs untouched)."""
+        """Remove this KG from Neo4j: exactly what isorag wrote for it (DESIGN §11), other KGs untouched.
+
+        The entities isorag created are deleted with their relationships; an adopted entity (a user's node, see
+        :mod:`loaders.existing`) gets back to what it was before the adoption: isorag's label, ``isorag_*``
+        properties, type links and the relationships isorag wrote are removed, the user's own are kept. Returns
+        the number of nodes deleted or given back."""
         total = 0
         while self.write(cypher("drop_kg_rels_batch"), kg=self.kg, limit=5 * batch).relationships_deleted:
             pass
@@ -291,6 +317,11 @@ class GraphStore:
             total += n
             if n == 0:
                 break
+        while True:
+            rows, _ = self._write_rows(cypher("drop_kg_release_batch"), kg=self.kg, limit=batch)
+            n = int(rows[0]["released"]) if rows else 0
+            total += n
+            if n == 0:
+                break
         self._catalog = None
         return total
-

@@ -258,22 +258,22 @@ class Matcher:
         if closes:
             return (
                 "UNWIND $states AS s\n"
-                "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity {eid: s.t})\n"
+                "MATCH (h:IsoragEntity {isorag_eid: s.h})" + rel + "(t:IsoragEntity {isorag_eid: s.t})\n"
                 "WHERE " + type_ok + "\n"
-                "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.eid]) AS hits"
+                "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits"
             )
-        where = "WHERE " + type_ok + (" AND t.eid IN $cands" if filter_nodes else "")
+        where = "WHERE " + type_ok + (" AND t.isorag_eid IN $cands" if filter_nodes else "")
         if filter_nodes and dense is not None:
             # sources above $dense are not expanded here (``deg`` tells the caller which): see _expand
             return (
                 "UNWIND $states AS s\n"
-                "MATCH (h:Entity {eid: s.h})\n"
+                "MATCH (h:IsoragEntity {isorag_eid: s.h})\n"
                 "WITH s, h, COUNT { (h)--() } AS deg\n"
                 "CALL (s, h, deg) {\n"
                 "  WITH s, h, deg WHERE deg <= $dense\n"
-                "  MATCH (h)" + rel + "(t:Entity)\n"
+                "  MATCH (h)" + rel + "(t:IsoragEntity)\n"
                 "  " + where + "\n"
-                "  RETURN collect([type(r), startNode(r) = h, t.eid]) AS hits\n"
+                "  RETURN collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits\n"
                 "}\n"
                 "RETURN s.id AS sid, deg, hits"
             )
@@ -281,18 +281,18 @@ class Matcher:
             return (
                 "UNWIND $states AS s\n"
                 "CALL (s) {\n"
-                "  MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity)\n"
+                "  MATCH (h:IsoragEntity {isorag_eid: s.h})" + rel + "(t:IsoragEntity)\n"
                 "  " + where + "\n"
-                "  WITH type(r) AS type, startNode(r) = h AS out, t.eid AS t LIMIT $cap\n"
+                "  WITH type(r) AS type, startNode(r) = h AS out, t.isorag_eid AS t LIMIT $cap\n"
                 "  RETURN collect([type, out, t]) AS hits\n"
                 "}\n"
                 "RETURN s.id AS sid, hits"
             )
         return (
             "UNWIND $states AS s\n"
-            "MATCH (h:Entity {eid: s.h})" + rel + "(t:Entity)\n"
+            "MATCH (h:IsoragEntity {isorag_eid: s.h})" + rel + "(t:IsoragEntity)\n"
             + where + "\n"
-            "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.eid]) AS hits"
+            "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits"
         )
 
     def _run(self, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:

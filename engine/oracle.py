@@ -28,23 +28,23 @@ def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool | str =
             return "RETURN 1 AS nothing LIMIT 0"
         alt = "|".join(escape_identifier(t) for t in types)
         arrow = ("-[r{i}:{alt}]->" if directed else "-[r{i}:{alt}]-").format(i=e.index, alt=alt)
-        parts.append(f"({var[e.head]}:Entity){arrow}({var[e.tail]}:Entity)")
+        parts.append(f"({var[e.head]}:IsoragEntity){arrow}({var[e.tail]}:IsoragEntity)")
     # one MATCH: relationships distinct (Cypher's relationship isomorphism); one MATCH per edge: reusable
     match = ("MATCH " + ", ".join(parts)) if distinct != "none" else "\n".join("MATCH " + p for p in parts)
     where = []
     for nid, v in var.items():
         if cands.nodes[nid] is not None:
-            where.append(f"{v}.eid IN $c_{v}")
+            where.append(f"{v}.isorag_eid IN $c_{v}")
     if distinct == "nodes":
         vs = list(var.values())
         where += [f"{a} <> {b}" for i, a in enumerate(vs) for b in vs[i + 1:]]
     elif distinct == "edges":  # distinct relationships (one MATCH); unknowns apart from the named entities
         where += [f"{var[k.id]} <> {var[u.id]}" for k in pattern.known_nodes for u in pattern.unknown_nodes]
-    terms = [f"$d_{v}[toString({v}.eid)]" for nid, v in var.items() if cands.nodes[nid] is not None]
+    terms = [f"$d_{v}[toString({v}.isorag_eid)]" for nid, v in var.items() if cands.nodes[nid] is not None]
     terms += [f"$rd{e.index}[type(r{e.index})]" for e in pattern.edges]
     gsd = " + ".join(terms) if terms else "0.0"
-    ret = [f"{v}.eid AS {v}" for v in var.values()]
-    ret += [f"[startNode(r{e.index}).eid, type(r{e.index}), endNode(r{e.index}).eid] AS r{e.index}"
+    ret = [f"{v}.isorag_eid AS {v}" for v in var.values()]
+    ret += [f"[startNode(r{e.index}).isorag_eid, type(r{e.index}), endNode(r{e.index}).isorag_eid] AS r{e.index}"
             for e in pattern.edges]
     return (match + ("\nWHERE " + " AND ".join(where) if where else "")
             + f"\nWITH *, {gsd} AS gsd\nRETURN " + ", ".join(ret) + ", gsd\nORDER BY gsd ASC\nLIMIT $limit")

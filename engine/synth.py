@@ -210,12 +210,12 @@ def answer_query(sample: GTSample, edge_ids: Sequence[int] | None = None, seeds:
 
             raise UnknownRelationError(f"relationship type {rtype!r} is not in the KG schema")
         arrow = f"-[r{i}:{escape_identifier(rtype)}]-" + (">" if directed else "")
-        parts.append(f"(n{h}:Entity){arrow}(n{t}:Entity)")
-    where = [f"n{s}.eid = $n{s}" for s in seeds if s in used]
+        parts.append(f"(n{h}:IsoragEntity){arrow}(n{t}:IsoragEntity)")
+    where = [f"n{s}.isorag_eid = $n{s}" for s in seeds if s in used]
     where += [f"n{a} <> n{b}" for j, a in enumerate(used) for b in used[j + 1:]]
-    trip = ", ".join(f"[startNode(r{i}).eid, type(r{i}), endNode(r{i}).eid]" for i in idx)
+    trip = ", ".join(f"[startNode(r{i}).isorag_eid, type(r{i}), endNode(r{i}).isorag_eid]" for i in idx)
     return ("MATCH " + ", ".join(parts) + ("\nWHERE " + " AND ".join(where) if where else "")
-            + f"\nRETURN n{sample.answer}.eid AS answer, [{trip}] AS triples\nLIMIT $limit")
+            + f"\nRETURN n{sample.answer}.isorag_eid AS answer, [{trip}] AS triples\nLIMIT $limit")
 
 
 def answer_params(sample: GTSample, seeds: Sequence[int] | None = None) -> dict[str, Any]:
@@ -233,6 +233,7 @@ class Synthesizer:
         self.llm = llm
         self._pool: list[int] = []
         self._pool_size = 0
+        self._relation_names: dict[str, str] | None = None  # relationship type -> relation name (the catalog)
         self.dropped: dict[str, int] = {}
 
     # -- Cypher reads ------------------------------------------------------------------------------
@@ -256,8 +257,13 @@ class Synthesizer:
         return self._pool.pop()
 
     def _neighbours(self, eid: int, exclude: Sequence[int]) -> list[dict[str, Any]]:
-        return self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude),
-                               cap=self.settings.neighbour_cap)
+        if self._relation_names is None:
+            self._relation_names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
+        rows = self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude),
+                               types=sorted(self._relation_names), cap=self.settings.neighbour_cap)
+        for r in rows:
+            r["rel"] = self._relation_names[r["type"]]
+        return rows
 
     def _pick(self, rows: list[dict[str, Any]], k: int = 1) -> list[dict[str, Any]]:
         """``k`` rows with distinct entities, inverse-degree weighted, without replacement."""

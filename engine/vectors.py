@@ -6,8 +6,9 @@ Collections (DESIGN §2), one set per (KG, embedding model)::
     <kg>__<model>__relations  rid INT64 pk, name VARCHAR,  vector FLOAT_VECTOR(dim)
     <kg>__<model>__types      tid INT64 pk, name VARCHAR,  vector FLOAT_VECTOR(dim)
 
-Names are sanitized to ``[A-Za-z0-9_]`` starting with a letter.  Each collection's description
-records kg, model and dim, so two models whose names sanitize alike cannot share a set silently.
+The KG name is used as it is (its rule makes it one-to-one: :func:`collection_name`); the model name is
+sanitized to ``[A-Za-z0-9_]``.  Each collection's description records kg, model and dim, so two models whose
+names sanitize alike cannot share a set silently.
 
 Vectors are float32 and L2-normalized by the caller.  Distances returned are Euclidean distances
 (``sqrt`` of Milvus' squared L2; derived from the score for an IP/COSINE index).
@@ -44,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from engine._config import check_kg_name
 from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUnavailableError
 
 KINDS = ("entities", "relations", "types")
@@ -88,10 +90,13 @@ def slug(text: str) -> str:
 
 
 def collection_name(kg: str, model: str, kind: str) -> str:
+    """``<kg>__<model>__<kind>``. A valid KG name (:func:`engine._config.check_kg_name`) is its own prefix and holds
+    no ``__``, so the KG is the text before the first ``__``: distinct KGs never share a collection."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    check_kg_name(kg)
     model_part = slug(model.rsplit("/", 1)[-1]) if "/" in model else slug(model)
-    name = f"{slug(kg)}__{model_part}__{kind}"
+    name = f"{kg}__{model_part}__{kind}"
     if len(name) > 255:
         raise ConfigError(f"collection name too long for Milvus (255): {name!r}")
     return name

@@ -1,9 +1,16 @@
 """Use a graph that is already in Neo4j: adopt its nodes as KG entities in place and embed them into Milvus.
 
-The user names the label and the key (and name) properties. Nodes get the ``:Entity`` label and the engine's
-ids (``eid``, ``kg``, ``key``, ``name``); relationships stay as they are, and their types become the KG's
-relation catalog (name = the type). Re-running adopts only nodes without an ``eid`` and embeds only what has
-no vector yet, so it is resumable like a file load.
+The user names the label and the key (and name) properties. Adoption only adds to the user's graph (DESIGN §11):
+each node gets isorag's ``:IsoragEntity`` label and ``isorag_*`` properties (``isorag_eid``, ``isorag_kg``,
+``isorag_key``, ``isorag_name``, ``isorag_name_key``, ``isorag_types``, ``isorag_adopted``); its own properties
+(``name``, ``key``, an ``eid`` of its own...), labels and relationships are never written. The relationships between
+adopted nodes stay as they are and their types become the KG's relation catalog (name = the type). ``drop`` gives
+the nodes back as they were (:meth:`engine.graph.GraphStore.drop`).
+
+Before anything is written the label is surveyed: key values held by several nodes (a key names one entity) and
+nodes another KG has adopted are refused with a typed error; nodes without a usable key (missing, a list or a map)
+are skipped and counted. Re-running adopts only nodes not adopted yet and embeds only what has no vector yet, so it
+is resumable like a file load.
 """
 
 from __future__ import annotations
@@ -13,9 +20,29 @@ import time
 from typing import Any
 
 from engine._cypher import cypher, escape_identifier, render
-from engine._errors import ConfigError
-from engine.graph import GraphStore, entity_id, relation_id
+from engine._errors import ConfigError, InputError
+from engine.graph import GraphStore, entity_id, name_key, relation_id
 from loaders.bulk import LoadSummary
+
+
+def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> None:
+    """Refuse a label that cannot be adopted as it is; count the nodes that will be skipped."""
+    slot = {"label": ":" + escape_identifier(label)}
+    row = graph.read(render("existing_survey", **slot), key=key, kg=graph.kg)[0]
+    if row["other_kg"]:
+        raise InputError(
+            f"{row['other_kg']:,} node(s) of label {label!r} already belong to another KG "
+            f"({', '.join(map(repr, row['other_kgs']))}): a node can be adopted by one KG only")
+    dup = graph.read(render("existing_duplicate_keys", **slot), key=key)[0]
+    if dup["keys"]:
+        shown = ", ".join(f"{k!r} ({c} nodes)" for k, c in dup["examples"])
+        raise InputError(
+            f"{dup['keys']:,} value(s) of key property {key!r} are held by several nodes of label {label!r}, "
+            f"e.g. {shown}: a key must name one entity (choose a unique --key-prop); nothing was written")
+    if row["no_key"]:
+        reason = f"node of label {label} without a usable {key!r} property (missing, a list or a map)"
+        summary.lines_skipped += row["no_key"]
+        summary.skip_reasons[reason] = row["no_key"]
 
 
 def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str, key: str,
@@ -24,11 +51,12 @@ def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str
 
     t_start = time.perf_counter()
     graph.ensure_schema()
-    vectors.ensure_collections()
     labels = graph.read_named("existing_labels")[0]["labels"]
     if label not in labels:
         raise ConfigError(f"label {label!r} is not in the Neo4j database at {graph.uri} (labels: {sorted(labels)})")
     summary = LoadSummary(path=f"neo4j:{label}", kg=graph.kg)
+    _survey(graph, label, key, summary)
+    vectors.ensure_collections()
     q = render("existing_batch", label=":" + escape_identifier(label))
     bar = tqdm(desc="adopt+embed (entities)", unit="ent", disable=not progress, file=sys.stderr)
     while True:
@@ -36,14 +64,13 @@ def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str
         rows = graph.read(q, key=key, name=name or key, limit=batch_size)
         if not rows:
             break
-        adopt = [{"id": r["id"], "eid": entity_id(graph.kg, r["key"]), "key": r["key"], "name": r["name"]}
-                 for r in rows]
+        adopt = [{"id": r["id"], "eid": entity_id(graph.kg, r["key"]), "key": r["key"], "name": r["name"],
+                  "name_key": name_key(r["name"])} for r in rows]
         graph.write(cypher("existing_adopt"), rows=adopt, kg=graph.kg)
         summary.graph_s += time.perf_counter() - t0
         summary.entities_created += len(adopt)
         _embed_missing(vectors, embedder, [(a["eid"], a["name"]) for a in adopt], summary)
         bar.update(len(adopt))
-    # nodes adopted earlier whose vectors a killed run never wrote
     types = [r["type"] for r in graph.read_named("existing_rel_types", kg=graph.kg)]
     if types:
         graph.merge_relation_types([{"rid": relation_id(graph.kg, t), "name": t, "type": t} for t in types])
@@ -54,6 +81,7 @@ def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str
             vecs = embedder.encode([t for _, t in miss])
             vectors.upsert("relations", [i for i, _ in miss], vecs, names=[t for _, t in miss])
             summary.embedded_relations += len(miss)
+    # nodes adopted earlier whose vectors a killed run never wrote
     _embed_unvectored(graph, vectors, embedder, summary, batch_size)
     bar.close()
     vectors.finalize()
@@ -77,11 +105,9 @@ def _embed_unvectored(graph: GraphStore, vectors: Any, embedder: Any, summary: L
     """A resumed run: entities adopted before the kill may have no vector yet."""
     if vectors.count("entities") >= graph.stats()["entities"]:
         return
-    last = -1
+    last = -(1 << 63)
     while True:
-        rows = graph.read(
-            "MATCH (n:Entity {kg: $kg}) WHERE n.eid > $last RETURN n.eid AS eid, n.name AS name "
-            "ORDER BY n.eid LIMIT $limit", kg=graph.kg, last=last, limit=batch)
+        rows = graph.read_named("entities_page", kg=graph.kg, last=last, limit=batch)
         if not rows:
             break
         _embed_missing(vectors, embedder, [(r["eid"], r["name"] or "") for r in rows], summary)

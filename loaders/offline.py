@@ -6,9 +6,10 @@ holds nothing yet (``isorag load PATH --kg NAME --offline-import``; the instance
 ``ISORAG_NEO4J_HOME`` / ``ISORAG_NEO4J_PORT``). It writes the same data model (DESIGN §2) far faster:
 
 1. **parse**: the source is streamed once into CSV files under ``<neo4j home>/import/<kg>/``: entities
-   (eid, kg, key, name, types), the triples as typed relationships with the original name, the relation
-   catalog, entity types and their ``IS_A`` links. Lines are checked as by the online loader (``file:line:
-   reason``, skipped and counted unless ``strict``); a key or name holding a line break is skipped here too.
+   (isorag_eid, isorag_kg, isorag_key, isorag_name, isorag_types, isorag_name_key), the triples as typed
+   relationships with the original name, the relation catalog, entity types and their ``ISORAG_IS_A`` links.
+   Lines are checked as by the online loader (``file:line: reason``, skipped and counted unless ``strict``); a
+   key or name holding a line break is skipped here too.
    Entities and triples are then made unique with ``sort -u`` (external, memory-flat), so a triple listed twice
    is one relationship, as with MERGE.
 2. **import**: the server is stopped and Neo4j's importer replaces the database with those files; meanwhile
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from engine._errors import MalformedInputError, OfflineImportError
-from engine.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
+from engine.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, Triple
 from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch
 
@@ -46,11 +47,12 @@ from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_
 ARRAY_DELIMITER = "\x1f"
 #: The importer's integer ids have 56 bits, eids 63: the id column is the eid's text (string ids, not stored)
 #: and the eid is written again as a long property.
-ENTITY_HEADER = ":ID(Entity),eid:long,kg,key,name,types:string[]"
-REL_HEADER = ":START_ID(Entity),:END_ID(Entity),:TYPE,name"
+ENTITY_HEADER = (":ID(IsoragEntity),isorag_eid:long,isorag_kg,isorag_key,isorag_name,isorag_types:string[],"
+                 "isorag_name_key")
+REL_HEADER = ":START_ID(IsoragEntity),:END_ID(IsoragEntity),:TYPE,isorag_name"
 RELTYPE_HEADER = "rid:long,kg,name,type"
-ETYPE_HEADER = ":ID(EntityType),tid:long,kg,name"
-ISA_HEADER = ":START_ID(Entity),:END_ID(EntityType),:TYPE"
+ETYPE_HEADER = ":ID(IsoragEntityType),tid:long,kg,name"
+ISA_HEADER = ":START_ID(IsoragEntity),:END_ID(IsoragEntityType),:TYPE"
 #: phases, in order (state.json)
 PHASES = ("parsing", "parsed", "importing", "imported", "done")
 
@@ -145,7 +147,8 @@ class OfflineLoader:
                             if len(eid_cache) >= 2_000_000:
                                 eid_cache.clear()
                             eid = eid_cache[key] = entity_id(kg, key)
-                            nodes.write(f"{eid},{eid},{kgq},{_q(key)},{_q(default_name(key))},\n")
+                            name = default_name(key)
+                            nodes.write(f"{eid},{eid},{kgq},{_q(key)},{_q(name)},,{_q(name_key(name))}\n")
                         ends.append(eid)
                     rel = relations.get(rec.relation)
                     if rel is None:
@@ -188,12 +191,13 @@ class OfflineLoader:
             for eid, row in described.items():
                 name = row["name"] or default_name(row["key"])
                 tys = ARRAY_DELIMITER.join(row["types"])
-                out.write(f"{eid},{eid},{kgq},{_q(row['key'])},{_q(name)},{_q(tys) if tys else ''}\n")
+                out.write(f"{eid},{eid},{kgq},{_q(row['key'])},{_q(name)},{_q(tys) if tys else ''},"
+                          f"{_q(name_key(name))}\n")
                 for ty in row["types"]:
                     tid = types.get(ty)
                     if tid is None:
                         tid = types[ty] = type_id(kg, ty)
-                    isa.write(f"{eid},{tid},IS_A\n")
+                    isa.write(f"{eid},{tid},ISORAG_IS_A\n")
         triples = _sort_unique(wd / "rels.raw", wd / "rels.csv", wd)
         with (wd / "reltypes.csv").open("w", encoding="utf-8") as out:
             for name, (rtype, qname) in sorted(relations.items()):
@@ -214,9 +218,9 @@ class OfflineLoader:
         wd = self.workdir
         h = lambda name: str(wd / f"{name}.header.csv")  # noqa: E731
         return [
-            f"--nodes=Entity={h('entity')},{wd / 'records.csv'},{wd / 'nodes.csv'}",
-            f"--nodes=RelationType={h('reltype')},{wd / 'reltypes.csv'}",
-            f"--nodes=EntityType={h('etype')},{wd / 'etypes.csv'}",
+            f"--nodes=IsoragEntity={h('entity')},{wd / 'records.csv'},{wd / 'nodes.csv'}",
+            f"--nodes=IsoragRelationType={h('reltype')},{wd / 'reltypes.csv'}",
+            f"--nodes=IsoragEntityType={h('etype')},{wd / 'etypes.csv'}",
             f"--relationships={h('rel')},{wd / 'rels.csv'}",
             f"--relationships={h('isa')},{wd / 'isa.csv'}",
             "--id-type=string", f"--array-delimiter={ARRAY_DELIMITER}", "--overwrite-destination",
@@ -226,7 +230,7 @@ class OfflineLoader:
 
     def _database_holds(self) -> str | None:
         """The kg of some node in the database (None when it is empty)."""
-        rows = self.graph.read("MATCH (n) RETURN coalesce(n.kg, labels(n)[0], '?') AS kg LIMIT 1")
+        rows = self.graph.read_named("any_node_owner")
         return rows[0]["kg"] if rows else None
 
     # -- embeddings ----------------------------------------------------------------------------------

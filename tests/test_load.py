@@ -56,8 +56,9 @@ def test_load_counts_and_idempotence(engine: Any, tmp_path: Path) -> None:
     assert s2.embedded_entities == 0 and s2.embedded_relations == 0
     check_stats(engine, want)
     # stored with the relation name, typed relationships, direction as in the source
-    rows = engine.graph.read("MATCH (h:Entity {kg: $kg, name: 'Movie 3'})-[r]->(t) RETURN type(r) AS type, "
-                             "r.name AS name, t.name AS tail ORDER BY type, tail", kg=engine.kg)
+    rows = engine.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg, isorag_name: 'Movie 3'})-[r]->(t) "
+                             "RETURN type(r) AS type, r.isorag_name AS name, t.isorag_name AS tail "
+                             "ORDER BY type, tail", kg=engine.kg)
     assert {"type": "directed_by", "name": "directed_by", "tail": "Director 3"} in rows
 
 
@@ -77,8 +78,8 @@ def test_created_heads_and_repeated_triples(engine: Any, tmp_path: Path) -> None
     s2 = engine.load(p2, progress=False, batch_size=2)
     assert s2.relationships_created == len(set(second) - set(first)) and s2.entities_created == 2
     check_stats(engine, expected_counts(first + second))
-    rows = engine.graph.read("MATCH (h:Entity {kg: $kg})-[r]->(t) RETURN h.key AS h, type(r) AS type, r.name AS name, "
-                             "t.key AS t", kg=engine.kg)
+    rows = engine.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t) RETURN h.isorag_key AS h, "
+                             "type(r) AS type, r.isorag_name AS name, t.isorag_key AS t", kg=engine.kg)
     assert sorted((r["h"], r["name"], r["t"]) for r in rows) == sorted(set(first + second))
     assert all(r["type"] == r["name"] for r in rows)
 
@@ -108,7 +109,8 @@ def test_resume_after_kill(make_engine: Any, tmp_path: Path, neo4j_uri: str, mil
     summary = eng.load(path, progress=False, batch_size=40)
     check_stats(eng, want)
     assert summary.entities_created == want["entities"] - partial["entities"]
-    dup = eng.graph.read("MATCH (n:Entity {kg: $kg}) WITH n.key AS key, count(*) AS c WHERE c > 1 RETURN count(*) AS d",
+    dup = eng.graph.read("MATCH (n:IsoragEntity {isorag_kg: $kg}) WITH n.isorag_key AS key, count(*) AS c "
+                         "WHERE c > 1 RETURN count(*) AS d",
                          kg=eng.kg)[0]["d"]
     assert dup == 0
 
@@ -140,11 +142,13 @@ def test_every_format(make_engine: Any, tmp_path: Path) -> None:
     eng.load(tables, progress=False)
     st = eng.stats()
     assert st["agree"], st
-    names = {r["name"] for r in eng.graph.read("MATCH (n:Entity {kg: $kg}) RETURN n.name AS name", kg=eng.kg)}
+    names = {r["name"] for r in eng.graph.read(
+        "MATCH (n:IsoragEntity {isorag_kg: $kg}) RETURN n.isorag_name AS name", kg=eng.kg)}
     # RDF: the label is the name, the IRI's local name otherwise, literals are entities
     assert {"A", "B", "C", "D", "Alan Turing", "1912", "Computer science", "Ada Lovelace", "Charles Babbage",
             "Acme Corp", "Jane Doe"} <= names
-    types = eng.graph.read("MATCH (n:Entity {kg: $kg})-[:IS_A]->(t:EntityType) RETURN n.name AS n, t.name AS t",
+    types = eng.graph.read("MATCH (n:IsoragEntity {isorag_kg: $kg})-[:ISORAG_IS_A]->(t:IsoragEntityType) "
+                           "RETURN n.isorag_name AS n, t.name AS t",
                            kg=eng.kg)
     assert {"n": "Alan Turing", "t": "Person"} in types and {"n": "Jane Doe", "t": "Person"} in types
     assert st["milvus"]["types"] == st["neo4j"]["types"] >= 2

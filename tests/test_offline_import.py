@@ -26,7 +26,7 @@ EDGES = ("source,relation,target\n"
          "n3,lives in,n4\n"
          "n5,lives in,n4\n"  # n5 has no node row: the tables loader skips the edge
          "n2,knows,n3\n"
-         "n2,IS_A,n3\n")  # a relation named like the reserved type
+         "n2,ISORAG_IS_A,n3\n")  # a relation named like the reserved type
 
 
 def _free_port() -> int:
@@ -48,15 +48,17 @@ def _graph(eng: Any) -> dict[str, Any]:
     g = eng.graph
     return {
         "entities": sorted((r["key"], r["name"], sorted(r["types"] or []), r["eid"] is not None) for r in g.read(
-            "MATCH (n:Entity {kg: $kg}) RETURN n.key AS key, n.name AS name, n.types AS types, n.eid AS eid",
+            "MATCH (n:IsoragEntity {isorag_kg: $kg}) RETURN n.isorag_key AS key, n.isorag_name AS name, "
+            "n.isorag_types AS types, n.isorag_eid AS eid",
             kg=kg)),
         "triples": sorted((r["h"], r["type"], r["name"], r["t"]) for r in g.read(
-            "MATCH (h:Entity {kg: $kg})-[r]->(t:Entity) RETURN h.key AS h, type(r) AS type, r.name AS name, "
-            "t.key AS t", kg=kg)),
+            "MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) RETURN h.isorag_key AS h, "
+            "type(r) AS type, r.isorag_name AS name, t.isorag_key AS t", kg=kg)),
         "relations": sorted((r["name"], r["type"]) for r in g.read(
-            "MATCH (rt:RelationType {kg: $kg}) RETURN rt.name AS name, rt.type AS type", kg=kg)),
+            "MATCH (rt:IsoragRelationType {kg: $kg}) RETURN rt.name AS name, rt.type AS type", kg=kg)),
         "is_a": sorted((r["n"], r["t"]) for r in g.read(
-            "MATCH (n:Entity {kg: $kg})-[:IS_A]->(t:EntityType {kg: $kg}) RETURN n.key AS n, t.name AS t", kg=kg)),
+            "MATCH (n:IsoragEntity {isorag_kg: $kg})-[:ISORAG_IS_A]->(t:IsoragEntityType {kg: $kg}) "
+            "RETURN n.isorag_key AS n, t.name AS t", kg=kg)),
     }
 
 
@@ -96,8 +98,8 @@ def test_offline_import_equals_the_online_load(private: Any, make_engine: Any, t
     assert s1.triples == 7 and s1.lines_skipped == 1  # the repeated line is one relationship
     # the constraints exist afterwards: a second entity with the same eid is refused
     with pytest.raises(Exception, match="(?i)already exists|constraint"):
-        eng.graph.write("CREATE (:Entity {eid: $eid})", eid=eng.graph.read(
-            "MATCH (n:Entity) RETURN n.eid AS e LIMIT 1")[0]["e"])
+        eng.graph.write("CREATE (:IsoragEntity {isorag_eid: $eid})", eid=eng.graph.read(
+            "MATCH (n:IsoragEntity) RETURN n.isorag_eid AS e LIMIT 1")[0]["e"])
     # retrieval on the imported KG gives what it gives on the online one
     pat = {"triples": [["Jane Doe", "works at", "UNKNOWN company 1"]]}
     a, b = eng.retrieve(pat, k=2), online.retrieve(pat, k=2)

@@ -70,7 +70,7 @@ def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     from conftest import shared_kg
 
     records: list[Any] = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(TRIPLES, start=1)]
-    records.append(EntityRecord("Film 01", None, ("movie",), len(records) + 1))  # an IS_A link to a type node
+    records.append(EntityRecord("Film 01", None, ("movie",), len(records) + 1))  # an ISORAG_IS_A link to a type node
     yield from shared_kg("score", records, neo4j_uri, milvus_uri, embedder)
 
 
@@ -125,7 +125,7 @@ def test_neighbourhood_leaves_out_is_a_and_flags_nameless(kg: Callable[..., Engi
     nb = fetch_neighbourhood(eng.graph, [eid(eng, "Film 00"), eid(eng, "Film 01")], hops=1)
     assert {r for _, r, _ in as_names(eng, nb)} <= {"directed_by", "starred_actors", "release_year", "has_genre",
                                                    "has_tags"}
-    assert as_names(eng, nb) == brute_neighbourhood({"Film 00", "Film 01"}, 1)  # no IS_A link to the type
+    assert as_names(eng, nb) == brute_neighbourhood({"Film 00", "Film 01"}, 1)  # no ISORAG_IS_A link to the type
     nameless = {int(e) for e, flag in zip(nb.nodes.tolist(), nb.nameless.tolist()) if flag}
     assert nameless == {eid(eng, "m.0abc12")}
     # unknown anchors are ignored; none left is an empty neighbourhood

@@ -12,7 +12,7 @@ import uuid
 import numpy as np
 import pytest
 
-from engine._errors import SchemaMismatchError, StoreError, StoreUnavailableError
+from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUnavailableError
 from engine.local_milvus import LocalMilvus
 from engine.vectors import KINDS, VectorStore, collection_name, slug
 
@@ -44,8 +44,10 @@ def store(milvus_uri: str):
 def test_names_are_sanitized() -> None:
     assert slug("sentence-transformers/all-MiniLM-L6-v2") == "sentence_transformers_all_MiniLM_L6_v2"
     assert slug("3kg") == "m_3kg"
-    name = collection_name("meta qa", "sentence-transformers/all-MiniLM-L6-v2", "entities")
+    name = collection_name("meta_qa", "sentence-transformers/all-MiniLM-L6-v2", "entities")
     assert name == "meta_qa__all_MiniLM_L6_v2__entities"
+    with pytest.raises(ConfigError):  # a KG name is never sanitized: it would stop being one-to-one
+        collection_name("meta qa", "m", "entities")
     for kind in KINDS:
         n = collection_name("kg", "m", kind)
         assert n[0].isalpha() and all(c.isalnum() or c == "_" for c in n)

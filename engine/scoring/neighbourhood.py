@@ -2,7 +2,7 @@
 
 One batched Cypher query per hop (``cypher/neighbourhood_hop.cypher``: ``UNWIND`` the frontier) returns every
 KG relationship of the frontier entities, either way, with its direction kept; only the KG's own relation
-types are followed (never ``IS_A``). The number of triples is capped (``max_edges``). Past the cap the fetch
+types are followed (never ``ISORAG_IS_A``). The number of triples is capped (``max_edges``). Past the cap the fetch
 prunes in the manner of personalized PageRank (PPR, as RoG's and SubgraphRAG's candidate pools):
 
 * the anchors start with mass ``1 / |anchors|``; expanding an entity ``u`` pushes ``mass(u) / deg(u)`` to each

@@ -173,11 +173,11 @@ def resolve_entities(graph: Any, texts: Iterable[str]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     batch = 20_000
     for i in range(0, len(texts), batch):
-        for r in graph.read_named("entities_by_key", keys=texts[i:i + batch], kg=graph.kg):
+        for r in graph.entities_by_key(texts[i:i + batch]):
             out.setdefault(r["key"], []).append(int(r["eid"]))
     rest = [t for t in texts if t not in out]
     for i in range(0, len(rest), batch):
-        for r in graph.read_named("entities_by_name", names=rest[i:i + batch], kg=graph.kg):
+        for r in graph.entities_by_name(rest[i:i + batch]):
             out.setdefault(r["name"], []).append(int(r["eid"]))
     return out
 
