@@ -3,10 +3,12 @@
 // a user's own nodes adopted in place, only isorag_* properties. An entity's source key is not indexed: its eid is
 // a digest of (kg, key), so a look-up by key is a look-up by eid, and a key of any length can be stored. Names are
 // looked up through isorag_name_key (engine.graph.name_key: the name, or a digest of a name too long to index).
-CREATE CONSTRAINT isorag_entity_eid IF NOT EXISTS FOR (n:IsoragEntity) REQUIRE n.isorag_eid IS UNIQUE;
-CREATE INDEX isorag_entity_kg IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_kg);
-CREATE INDEX isorag_entity_name_key IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_name_key);
-CREATE CONSTRAINT isorag_reltype_rid IF NOT EXISTS FOR (n:IsoragRelationType) REQUIRE n.rid IS UNIQUE;
-CREATE INDEX isorag_reltype_kg IF NOT EXISTS FOR (n:IsoragRelationType) ON (n.kg);
-CREATE CONSTRAINT isorag_etype_tid IF NOT EXISTS FOR (n:IsoragEntityType) REQUIRE n.tid IS UNIQUE;
-CREATE INDEX isorag_etype_kg IF NOT EXISTS FOR (n:IsoragEntityType) ON (n.kg);
+// (The names differ from isorag 0.1's schema on Entity/RelationType/EntityType, which engine.graph.GraphStore
+// drops once no data of that format is left: IF NOT EXISTS would take a same-named old one for the new one.)
+CREATE CONSTRAINT isoragentity_eid IF NOT EXISTS FOR (n:IsoragEntity) REQUIRE n.isorag_eid IS UNIQUE;
+CREATE INDEX isoragentity_kg IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_kg);
+CREATE INDEX isoragentity_name_key IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_name_key);
+CREATE CONSTRAINT isoragreltype_rid IF NOT EXISTS FOR (n:IsoragRelationType) REQUIRE n.rid IS UNIQUE;
+CREATE INDEX isoragreltype_kg IF NOT EXISTS FOR (n:IsoragRelationType) ON (n.kg);
+CREATE CONSTRAINT isoragetype_tid IF NOT EXISTS FOR (n:IsoragEntityType) REQUIRE n.tid IS UNIQUE;
+CREATE INDEX isoragetype_kg IF NOT EXISTS FOR (n:IsoragEntityType) ON (n.kg);

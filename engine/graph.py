@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from engine._config import Neo4jSettings, check_kg_name
-from engine._cypher import cypher
+from engine._cypher import cypher, escape_identifier
 from engine._errors import StoreError, StoreUnavailableError, UnknownRelationError
 
 _DRIVERS: dict[tuple[str, str, str], Any] = {}
@@ -27,6 +27,12 @@ _RESERVED_PREFIX = "ISORAG_"
 #: A relationship type made from a relation name is at most this long (a longer name is cut and keeps a digest
 #: suffix, so distinct names stay distinct types); the full name stays in the catalog and on each relationship.
 TYPE_MAX = 200
+#: isorag 0.1's schema objects, by the label they are on (see GraphStore._drop_v1_schema)
+_V1_SCHEMA = {
+    "Entity": ("isorag_entity_eid", "isorag_entity_kg_key", "isorag_entity_kg", "isorag_entity_name"),
+    "RelationType": ("isorag_reltype_rid", "isorag_reltype_kg"),
+    "EntityType": ("isorag_etype_tid", "isorag_etype_kg"),
+}
 #: Neo4j's range index refuses keys over about 8 kB (measured: 8,000 bytes indexed, 9,000 refused); a name whose
 #: UTF-8 form is longer than this is indexed by a digest instead (:func:`name_key`), its full text kept.
 NAME_KEY_MAX_BYTES = 4096
@@ -210,8 +216,24 @@ class GraphStore:
         for stmt in text.split(";"):
             if stmt.strip():
                 self.write(stmt.strip())
+        self._drop_v1_schema()
         self.write("CALL db.awaitIndexes(300)")
         self._checked = True
+
+    def v1_kgs(self) -> list[str]:
+        """KGs stored in isorag 0.1's format (labels without the Isorag prefix; ``isorag migrate`` converts them)."""
+        return list(self.read_named("schema_v1_data")[0]["kgs"])
+
+    def _drop_v1_schema(self) -> None:
+        """Drop isorag 0.1's constraints and indexes once no data of that format is left: they are isorag's, and on
+        the plain label ``Entity`` they would constrain a user's own nodes of that label."""
+        mine = {name: label for label, names in _V1_SCHEMA.items() for name in names}
+        found = [(r["name"], r["kind"]) for r in self.read_named("schema_objects")
+                 if mine.get(r["name"]) in r["labels"]]
+        if not found or self.v1_kgs():
+            return
+        for name, kind in sorted(found, key=lambda x: x[1] != "constraint"):  # an owned index goes with its constraint
+            self.write(f"DROP {'CONSTRAINT' if kind == 'constraint' else 'INDEX'} {escape_identifier(name)} IF EXISTS")
 
     def relation_catalog(self, refresh: bool = False) -> dict[int, RelationInfo]:
         """rid -> relation info for this KG (cached; refreshed after loads)."""
