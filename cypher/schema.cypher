@@ -12,3 +12,4 @@ CREATE CONSTRAINT isoragreltype_rid IF NOT EXISTS FOR (n:IsoragRelationType) REQ
 CREATE INDEX isoragreltype_kg IF NOT EXISTS FOR (n:IsoragRelationType) ON (n.kg);
 CREATE CONSTRAINT isoragetype_tid IF NOT EXISTS FOR (n:IsoragEntityType) REQUIRE n.tid IS UNIQUE;
 CREATE INDEX isoragetype_kg IF NOT EXISTS FOR (n:IsoragEntityType) ON (n.kg);
+CREATE CONSTRAINT isoraglock_kg IF NOT EXISTS FOR (n:IsoragLock) REQUIRE n.kg IS UNIQUE;

@@ -124,20 +124,26 @@ class Engine:
         return summary
 
     def stats(self) -> dict[str, Any]:
-        """Counts from both stores and whether they agree."""
+        """Counts from both stores and whether they agree. ``milvus.duplicates``: vector rows stored twice under one
+        id, per kind (looked for where Milvus has more rows than Neo4j has items; a load run again removes them)."""
+        kinds = ("entities", "relations", "types")
         g = self.graph.stats()
-        v = {kind: self.vectors.count(kind) for kind in ("entities", "relations", "types")}
+        v = {kind: self.vectors.count(kind) for kind in kinds}
+        dup = {kind: self.vectors.excess_rows(kind) for kind in kinds if v[kind] > g[kind]}
         return {
             "kg": self.kg,
             "neo4j": {"uri": self.graph.uri, **g},
-            "milvus": {"uri": self.vectors.uri if hasattr(self.vectors, "uri") else self.config.milvus.uri, **v},
-            "agree": g["entities"] == v["entities"] and g["relations"] == v["relations"] and g["types"] == v["types"],
+            "milvus": {"uri": self.vectors.uri if hasattr(self.vectors, "uri") else self.config.milvus.uri, **v,
+                       "duplicates": {k: n for k, n in dup.items() if n}},
+            "agree": all(g[k] == v[k] for k in kinds),
         }
 
     def drop(self) -> None:
-        """Delete this KG from both stores."""
-        self.graph.drop()
-        self.vectors.drop()
+        """Delete this KG from both stores: exactly what isorag wrote for it (an adopted graph is given back as it
+        was, see :meth:`engine.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG."""
+        with self.graph.lock("drop"):
+            self.graph.drop()
+            self.vectors.drop()
         self._vectors = None
         self._matcher = None
         self._features = None

@@ -7,6 +7,7 @@
     |   +-- StoreUnavailableError   dead or unreachable server (names the URI)
     |   +-- SchemaMismatchError     e.g. embedding dimension vs an existing collection
     |   +-- LocalServerError        the embedded local Neo4j / Milvus failed to start or stop
+    |   +-- KGLockedError           another process is writing this KG (names the holder)
     +-- InputError                  bad user input
     |   +-- MalformedInputError     a bad line in a source file (file:line: reason)
     |   +-- PatternError            a pattern that is not valid
@@ -56,6 +57,16 @@ class SchemaMismatchError(StoreError):
 
 class LocalServerError(StoreError):
     """The embedded local server could not be started, found or stopped."""
+
+
+class KGLockedError(StoreError):
+    """Another process holds the KG's writer lease (a load, an adoption, a drop): one writer per KG at a time."""
+
+    def __init__(self, kg: str, holder: str, expires_in_s: float) -> None:
+        self.kg, self.holder, self.expires_in_s = kg, holder, expires_in_s
+        super().__init__(
+            f"KG {kg!r} is being written by {holder}; wait for it to finish (if that process died, its lease "
+            f"expires in {max(0.0, expires_in_s):.0f} s)")
 
 
 class InputError(IsoragError):
@@ -110,6 +121,7 @@ __all__ = [
     "StoreUnavailableError",
     "SchemaMismatchError",
     "LocalServerError",
+    "KGLockedError",
     "InputError",
     "MalformedInputError",
     "PatternError",

@@ -106,6 +106,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         ["types", f"{n['types']:,}", f"{m['types']:,}"],
         ["triples", f"{n['triples']:,}", "-"],
     ], ["", f"Neo4j {n['uri']}", f"Milvus {m['uri']}"]))
+    for kind, extra in m.get("duplicates", {}).items():
+        print(f"{extra:,} duplicate {kind} vector rows (one id stored twice): run the load again to remove them")
     print("stores agree" if st["agree"] else "STORES DISAGREE: run the load again to complete it")
     return 0 if st["agree"] else 1
 

@@ -6,15 +6,18 @@ Every statement comes from ``cypher/`` (see :mod:`engine._cypher`); every value 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from engine._config import Neo4jSettings, check_kg_name
 from engine._cypher import cypher, escape_identifier
-from engine._errors import StoreError, StoreUnavailableError, UnknownRelationError
+from engine._errors import KGLockedError, StoreError, StoreUnavailableError, UnknownRelationError
 
 _DRIVERS: dict[tuple[str, str, str], Any] = {}
 _DRIVERS_LOCK = threading.Lock()
@@ -324,6 +327,17 @@ class GraphStore:
         rows = [{"name": n, "name_key": name_key(n)} for n in names]
         return self.read_named("entities_by_name", rows=rows, kg=self.kg) if rows else []
 
+    def lock(self, purpose: str, ttl_s: float | None = None) -> KGLock:
+        """The KG's writer lease (:class:`KGLock`), to hold while writing it."""
+        return KGLock(self, purpose, ttl_s)
+
+    def lock_holder(self) -> dict[str, Any] | None:
+        """Who holds the KG's writer lease now (``info``: purpose, pid and host; ``expires_in_s``), or ``None``.
+        A read: it never takes or waits for the lease."""
+        rows = self.read("MATCH (l:IsoragLock {kg: $kg}) WHERE l.expires >= timestamp() "
+                         "RETURN l.info AS info, (l.expires - timestamp()) / 1000.0 AS expires_in_s", kg=self.kg)
+        return rows[0] if rows else None
+
     def drop(self, batch: int = 10_000) -> int:
         """Remove this KG from Neo4j: exactly what isorag wrote for it (DESIGN §11), other KGs untouched.
 
@@ -347,3 +361,61 @@ class GraphStore:
                 break
         self._catalog = None
         return total
+
+
+#: A writer's lease on a KG lasts this long unless renewed (every third of it, by a thread of the holder): a loader
+#: killed with -9 stops renewing, and its KG is free again at most this long after.
+LOCK_TTL_S = 60.0
+
+
+class KGLock:
+    """The writer's lease of one KG, held in Neo4j (``(:IsoragLock {kg})``), so that it covers every process and
+    machine that writes the KG: loads, adoptions and drops take it; a second writer fails at once with
+    :class:`~engine._errors.KGLockedError` naming the holder. Reads never wait for it.
+
+    A context manager: ``with graph.lock("load FILE"): ...``. A daemon thread renews the lease while it is held.
+    """
+
+    def __init__(self, graph: "GraphStore", purpose: str, ttl_s: float | None = None) -> None:
+        self.graph, self.purpose = graph, purpose
+        self.ttl_s = float(ttl_s if ttl_s is not None else os.environ.get("ISORAG_LOCK_TTL_S") or LOCK_TTL_S)
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _acquire(self) -> dict[str, Any]:
+        info = f"{self.purpose} (pid {os.getpid()} on {socket.gethostname()})"
+        rows, _ = self.graph._write_rows(cypher("lock_acquire"), kg=self.graph.kg, holder=self.holder, info=info,
+                                         ttl_ms=int(self.ttl_s * 1000))
+        return rows[0]
+
+    def __enter__(self) -> "KGLock":
+        self.graph.ensure_schema()  # the lock's key constraint makes two first MERGEs one node
+        row = self._acquire()
+        if not row["free"]:
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((row["since"] or 0) / 1000))
+            raise KGLockedError(self.graph.kg, f"{row['info']} since {since}", (row["expires_in_ms"] or 0) / 1000)
+        self._thread = threading.Thread(target=self._renew, name="isorag-kg-lock", daemon=True)
+        self._thread.start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            try:
+                if not self._acquire()["free"]:  # taken over after a stall longer than the lease: say so once
+                    import warnings
+
+                    warnings.warn(f"isorag lost the writer lease of KG {self.graph.kg!r}", RuntimeWarning,
+                                  stacklevel=1)
+                    return
+            except StoreError:
+                pass  # the writer's own statements fail too and report it
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.graph.write(cypher("lock_release"), kg=self.graph.kg, holder=self.holder)
+        except StoreError:
+            pass  # the lease expires by itself

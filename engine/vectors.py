@@ -102,6 +102,15 @@ def collection_name(kg: str, model: str, kind: str) -> str:
     return name
 
 
+def fit_varchar(text: str, max_bytes: int = _NAME_MAX) -> str:
+    """``text`` cut to Milvus' VARCHAR limit, which counts UTF-8 bytes (not characters), at a character boundary.
+    Only the stored name is cut: the vector is embedded from the whole text."""
+    if len(text) * 4 <= max_bytes:
+        return text
+    raw = text.encode("utf-8")
+    return text if len(raw) <= max_bytes else raw[:max_bytes].decode("utf-8", "ignore")
+
+
 def _model_key(model: str) -> str:
     """Model names that denote the same model ("org/name" and "name") compare equal."""
     return model.rsplit("/", 1)[-1].lower()
@@ -449,7 +458,7 @@ class VectorStore:
         fd.scalars.long_data.data.extend(ids.tolist())
         if names is not None:
             fd = request.fields_data.add(type=schema_pb2.VarChar, field_name=_NAME)
-            fd.scalars.string_data.data.extend(str(n)[:_NAME_MAX] for n in names)
+            fd.scalars.string_data.data.extend(fit_varchar(str(n)) for n in names)
         fd = request.fields_data.add(type=schema_pb2.FloatVector, field_name=_VEC)
         fd.vectors.dim = self.dim
         raw = np.ascontiguousarray(vecs, dtype="<f4").tobytes()
@@ -766,6 +775,64 @@ class VectorStore:
             return 0
         rows = self._query(kind, "", ["count(*)"], "Strong")
         return int(rows[0]["count(*)"]) if rows else 0
+
+    def iter_ids(self, kind: str, batch: int = QUERY_BATCH) -> Iterable[np.ndarray]:
+        """Every stored primary key of ``kind``, in batches (a pk stored twice comes twice)."""
+        self._check_kind(kind)
+        if self._col(kind) is None:
+            return
+        col = self._ensure_loaded(kind)
+        pk = _PK[kind]
+        try:
+            it = col.query_iterator(batch_size=batch, expr=f"{pk} >= {-(1 << 63) + 1}", output_fields=[pk],
+                                    consistency_level="Strong", timeout=DATA_TIMEOUT)
+            while rows := it.next():
+                yield np.fromiter((r[pk] for r in rows), dtype=np.int64, count=len(rows))
+            it.close()
+        except Exception as exc:  # noqa: BLE001
+            raise self._wrap(f"reading the ids of {self.names[kind]!r}", exc) from exc
+
+    def excess_rows(self, kind: str) -> int:
+        """Rows beyond one per primary key. Milvus keeps a pk inserted twice twice (two processes loading one KG at
+        once did that before loads took the KG's lease): ``count(*)`` counts both rows, a query returns one."""
+        total = self.count(kind)
+        return total - sum(len(ids) for ids in self.iter_ids(kind)) if total else 0
+
+    def remove_duplicates(self, kind: str) -> int:
+        """Keep one row of every primary key stored more than once; returns the rows removed.
+
+        Milvus cannot name the duplicated pks (a query returns a pk once), but a filtered ``count(*)`` counts every
+        row: the pks are scanned in sorted batches, and only a batch counting more rows than pks is rewritten
+        (its rows read, deleted, inserted once)."""
+        col = self._need(kind)
+        pk = _PK[kind]
+        fields = [pk, _VEC] + ([_NAME] if kind != "entities" else [])
+        parts = list(self.iter_ids(kind))  # 8 bytes an id: 80 MB at 10M rows
+        ids = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        removed = 0
+        for start in range(0, len(ids), QUERY_BATCH):
+            chunk = ids[start: start + QUERY_BATCH].tolist()
+            expr = f"{pk} in {chunk}"
+            rows_stored = int(self._query(kind, expr, ["count(*)"], "Strong")[0]["count(*)"])
+            if rows_stored <= len(chunk):
+                continue
+            rows = {int(r[pk]): r for r in self._query(kind, expr, fields, "Strong")}
+            try:
+                col.delete(expr, timeout=DATA_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001
+                raise self._wrap(f"deleting duplicates from {self.names[kind]!r}", exc) from exc
+            keep = np.asarray(sorted(rows), dtype=np.int64)
+            vecs = np.stack([np.asarray(rows[i][_VEC], dtype=np.float32) for i in keep.tolist()])
+            names = [rows[i][_NAME] for i in keep.tolist()] if kind != "entities" else None
+            self._send_mutation(self.names[kind], self._mutation_request(kind, keep, vecs, names, insert=True),
+                                insert=True)
+            removed += rows_stored - len(keep)
+        if removed:
+            try:
+                col.flush(timeout=DATA_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001
+                raise self._wrap(f"flushing {self.names[kind]!r}", exc) from exc
+        return removed
 
     # ------------------------------------------------------------------ lifecycle
     def drop(self) -> None:

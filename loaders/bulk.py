@@ -55,6 +55,7 @@ class LoadSummary:
     embedded_relations: int = 0
     embedded_types: int = 0
     lines_skipped: int = 0
+    duplicates_removed: int = 0  # vector rows stored twice under one id, removed (see remove_duplicate_vectors)
     skip_reasons: dict[str, int] = field(default_factory=dict)
     skip_examples: list[str] = field(default_factory=list)
     graph_s: float = 0.0  # the graph stage: reading the source and writing Neo4j (not its waits for embeddings)
@@ -75,6 +76,8 @@ class LoadSummary:
             f"  time: graph {self.graph_s:.1f} s, embed {self.embed_s:.1f} s, vectors {self.vector_s:.1f} s",
             f"  lines skipped {self.lines_skipped:,}",
         ]
+        if self.duplicates_removed:
+            out.insert(-1, f"  duplicate vector rows removed {self.duplicates_removed:,}")
         for reason, n in sorted(self.skip_reasons.items(), key=lambda kv: -kv[1]):
             out.append(f"    {n:,} x {reason}")
         for ex in self.skip_examples:
@@ -164,6 +167,18 @@ def embed_batch(vectors: Any, embedder: Any, kg: str, info: dict[str, Any], summ
                 summary.embedded_relations += len(miss)
             else:
                 summary.embedded_types += len(miss)
+
+
+def remove_duplicate_vectors(graph: GraphStore, vectors: Any) -> int:
+    """Remove the vector rows stored twice under one id (two loads of one KG at once, before loads took the KG's
+    lease, inserted some ids twice); returns the rows removed. Looked for only where Milvus holds more rows than
+    Neo4j has items, so a sound KG costs three counts."""
+    st = graph.stats()
+    removed = 0
+    for kind in ("entities", "relations", "types"):
+        if vectors.count(kind) > st[kind]:
+            removed += vectors.remove_duplicates(kind)
+    return removed
 
 
 class BulkLoader:
@@ -303,6 +318,13 @@ class BulkLoader:
     # -- driver --------------------------------------------------------------------------------------
     def load_records(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary,
                      total_lines: int | None = None) -> LoadSummary:
+        """Load ``records`` into the KG, holding its writer lease (one writer per KG: a second one fails at once
+        with :class:`~engine._errors.KGLockedError` naming this one)."""
+        with self.graph.lock(f"load {summary.path or 'records'}"):
+            return self._load_records(records, summary, total_lines)
+
+    def _load_records(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary,
+                      total_lines: int | None) -> LoadSummary:
         from tqdm import tqdm
 
         t_start = time.perf_counter()
@@ -312,9 +334,11 @@ class BulkLoader:
         if not graph_only:
             self.vectors.ensure_collections()
         disable = not self.progress
+        # two lines, one bar each (without positions the second bar redrew the first one's line)
         gbar = tqdm(total=total_lines, desc="graph  (records)", unit="rec", disable=disable, file=sys.stderr,
-                    dynamic_ncols=True)
-        ebar = tqdm(desc="embed  (entities)", unit="ent", disable=disable, file=sys.stderr, dynamic_ncols=True)
+                    dynamic_ncols=True, position=0, leave=True)
+        ebar = tqdm(desc="embed  (entities)", unit="ent", disable=disable, file=sys.stderr, dynamic_ncols=True,
+                    position=1, leave=True)
         handoff: queue.Queue[Any] = queue.Queue(maxsize=self.ahead)
         stop = threading.Event()
 
@@ -374,6 +398,7 @@ class BulkLoader:
         if not graph_only:
             t0 = time.perf_counter()
             self.vectors.finalize()
+            summary.duplicates_removed = remove_duplicate_vectors(self.graph, self.vectors)
             summary.vector_s += time.perf_counter() - t0
         summary.relations = len(self.graph.relation_catalog(refresh=True))
         summary.wall_s = time.perf_counter() - t_start
@@ -386,7 +411,25 @@ class BulkLoader:
         path = Path(path)
         fmt = fmt or detect_format(path)
         summary = LoadSummary(path=str(path), kg=self.kg)
+        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+        if strict:
+            self._check(path, fmt, total, options)
         skips = _Skips(summary, echo=echo)
         records = open_source(path, fmt, strict=strict, on_skip=skips, **options)
-        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
         return self.load_records(records, summary, total_lines=total)
+
+    def _check(self, path: Path, fmt: str, total: int | None, options: dict[str, Any]) -> None:
+        """``strict``: read the whole source before writing anything, so a bad line leaves the stores untouched
+        (one more pass over the file: parsing costs a small part of a load)."""
+        from tqdm import tqdm
+
+        from loaders import open_source
+
+        with tqdm(total=total, desc="check  (records)", unit="rec", disable=not self.progress, file=sys.stderr,
+                  dynamic_ncols=True, leave=False) as bar:
+            try:
+                for batch in _batches(open_source(path, fmt, strict=True, **options), 10_000):
+                    bar.update(len(batch))
+            except MalformedInputError as e:
+                raise MalformedInputError(e.path, e.line, f"{e.reason} (--strict: the source is read whole before "
+                                          "loading; nothing was written)") from e

@@ -22,7 +22,7 @@ from typing import Any
 from engine._cypher import cypher, escape_identifier, render
 from engine._errors import ConfigError, InputError
 from engine.graph import GraphStore, entity_id, name_key, relation_id
-from loaders.bulk import LoadSummary
+from loaders.bulk import LoadSummary, remove_duplicate_vectors
 
 
 def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> None:
@@ -47,6 +47,14 @@ def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> No
 
 def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str, key: str,
                    name: str | None = None, progress: bool = True, batch_size: int = 10_000) -> LoadSummary:
+    """Adopt the nodes of ``label`` into the KG of ``graph`` and embed them, holding the KG's writer lease."""
+    with graph.lock(f"adopt label {label}"):
+        return _embed_existing(graph, vectors, embedder, label=label, key=key, name=name, progress=progress,
+                               batch_size=batch_size)
+
+
+def _embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str, key: str, name: str | None,
+                    progress: bool, batch_size: int) -> LoadSummary:
     from tqdm import tqdm
 
     t_start = time.perf_counter()
@@ -85,6 +93,7 @@ def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str
     _embed_unvectored(graph, vectors, embedder, summary, batch_size)
     bar.close()
     vectors.finalize()
+    summary.duplicates_removed = remove_duplicate_vectors(graph, vectors)
     summary.relations = len(graph.relation_catalog(refresh=True))
     summary.wall_s = time.perf_counter() - t_start
     return summary

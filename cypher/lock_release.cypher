@@ -1,0 +1,3 @@
+// Give a KG's writer lease back (only the holder can).
+MATCH (l:IsoragLock {kg: $kg, holder: $holder})
+DELETE l
