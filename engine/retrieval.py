@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -15,6 +17,8 @@ from engine.pattern import Pattern
 TYPE_CANDIDATE_LIMIT = 100_000
 #: a relation vocabulary up to this size is searched exactly in process (one matrix product, no round trip)
 LOCAL_RELATION_LIMIT = 20_000
+#: pattern texts whose embeddings a Retriever keeps (the least recently used go first)
+TEXT_CACHE_SIZE = 50_000
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,14 @@ def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[st
 class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
-    def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings) -> None:
+    def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings, *,
+                 text_cache_size: int = TEXT_CACHE_SIZE) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         self._has_types: bool | None = None
         self._rel_matrix: tuple[list[int], Any] | None = None
-        self._text_cache: dict[str, Any] = {}
+        self.text_cache_size = text_cache_size
+        self._text_cache: OrderedDict[str, Any] = OrderedDict()
+        self._text_lock = threading.Lock()
 
     def relation_matrix(self, catalog: Mapping[int, Any]) -> tuple[list[int], Any] | None:
         """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
@@ -123,16 +130,33 @@ class Retriever:
         return self._rel_matrix
 
     def encode(self, texts: Sequence[str]) -> Any:
-        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached."""
+        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached.
+
+        Thread-safe: the vectors are taken out under the lock, so another thread's eviction cannot lose them.
+        """
+        if not texts:
+            return None
         import numpy as np
 
-        miss = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
-        if miss:
-            if len(self._text_cache) > 50_000:
-                self._text_cache.clear()
-            for t, v in zip(miss, self.embedder.encode(miss)):
-                self._text_cache[t] = v
-        return np.stack([self._text_cache[t] for t in texts]) if texts else None
+        unique = list(dict.fromkeys(texts))
+        got: dict[str, Any] = {}
+        cache = self._text_cache
+        with self._text_lock:
+            for t in unique:
+                v = cache.get(t)
+                if v is not None:
+                    cache.move_to_end(t)
+                    got[t] = v
+        if len(got) < len(unique):
+            miss = [t for t in unique if t not in got]
+            vecs = self.embedder.encode(miss)  # outside the lock: other queries need not wait for the model
+            with self._text_lock:
+                for t, v in zip(miss, vecs):
+                    got[t] = cache[t] = v
+                    cache.move_to_end(t)
+                while cache and len(cache) > self.text_cache_size:
+                    cache.popitem(last=False)
+        return np.stack([got[t] for t in texts])
 
     def has_types(self) -> bool:
         if self._has_types is None:
