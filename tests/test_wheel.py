@@ -81,6 +81,7 @@ def test_installed_wheel_loads_and_matches(wheel: tuple[Path, str], tmp_path: Pa
     """Installed (not editable) into a folder of its own, run from a directory where the checkout is not importable."""
     whl, _ = wheel
     site = tmp_path / "site"
+    # --target, never --prefix: pip would first uninstall the running venv's own (editable) isorag
     out = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(site), str(whl)],
                env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
