@@ -8,11 +8,26 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine._errors import ConfigError, UnknownRelationError
 
-CYPHER_DIR = Path(__file__).resolve().parent.parent / "cypher"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+
+def _cypher_dir() -> "Path | Traversable":
+    """``engine/cypher`` in an installed wheel; the repository's top-level ``cypher/`` in a checkout."""
+    packaged = files("engine").joinpath("cypher")
+    if packaged.is_dir():
+        return packaged
+    # a checkout or an editable install: the folder stays at the top level (DESIGN section 8)
+    return Path(__file__).resolve().parent.parent / "cypher"
+
+
+CYPHER_DIR = _cypher_dir()
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -51,7 +51,7 @@ from engine._config import MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
 from engine.llm import LLMStats, metered
 from engine.pattern import Pattern, unknown_number
-from engine.retrieval import AnswerEntity, RetrievalResult, Subgraph, as_pattern
+from engine.retrieval import AnswerEntity, RetrievalResult, Subgraph, as_pattern, unmatched_dict
 from engine.verbalize import verbalize_subgraphs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,6 +157,8 @@ class Answer:
     scored: Any = None
     #: answers extracted from the scored triples (``answer_source == "scorer"``), best first
     scored_answers: list[Any] = field(default_factory=list)
+    #: named pattern nodes that are no KG entity's name, with the closest names (``RetrievalResult.unmatched``)
+    unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -187,6 +189,7 @@ class Answer:
             "answer_source": self.answer_source,
             "scored": self.scored.to_dict() if self.scored is not None else None,
             "scored_answers": [a.to_dict() for a in self.scored_answers],
+            "unmatched": unmatched_dict(self.unmatched),
         }
 
     def to_json(self, **kw: Any) -> str:
@@ -221,6 +224,8 @@ class Verdict:
     usage: dict[str, float] = field(default_factory=dict)
     retrieval: RetrievalResult | None = None
     warnings: list[str] = field(default_factory=list)
+    #: named pattern nodes that are no KG entity's name, with the closest names (``RetrievalResult.unmatched``)
+    unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -245,6 +250,7 @@ class Verdict:
             "error_type": self.error_type,
             "usage": dict(self.usage),
             "warnings": list(self.warnings),
+            "unmatched": unmatched_dict(self.unmatched),
         }
 
     def to_json(self, **kw: Any) -> str:
@@ -383,6 +389,7 @@ class _Run:
         # the stage's wall time: it includes starting the stores and the embedder at first use
         r.timings["retrieve"] = max(stage_ms, res.timings.get("total", 0.0))
         r.warnings.extend(res.warnings)
+        r.unmatched = dict(res.unmatched)
         if isinstance(r, Answer):
             r.answers = list(res.answers)
         elif r.subgraphs:

@@ -112,7 +112,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0 if st["agree"] else 1
 
 
+def _print_unmatched(result: Any) -> list[str]:
+    """Named pattern nodes that are no entity's name, first (the tables below hold stand-ins); the other warnings."""
+    from engine.retrieval import unmatched_warning
+
+    first = [unmatched_warning(text, closest) for text, closest in getattr(result, "unmatched", {}).items()]
+    for w in first:
+        print(f"warning: {w}")
+    return [w for w in result.warnings if w not in first]
+
+
 def print_retrieval(res: Any) -> None:
+    warnings = _print_unmatched(res)
     if not res.subgraphs:
         print("no subgraph matches the pattern")
     for i, sg in enumerate(res.subgraphs, 1):
@@ -123,7 +134,7 @@ def print_retrieval(res: Any) -> None:
         print("answers: " + ", ".join(f"{a.entity.name} ({a.gsd:.3f})" for a in res.answers))
     t = res.timings
     print("timings (ms): " + "  ".join(f"{k} {v:.1f}" for k, v in t.items()))
-    for w in res.warnings:
+    for w in warnings:
         print(f"warning: {w}")
 
 
@@ -158,6 +169,7 @@ def print_answer(ans: Any) -> None:
     if ans.pattern is not None:
         origin = "LLM" if ans.pattern_text is not None else "given"
         print(f"pattern ({origin}): {json.dumps(ans.pattern.to_json(), ensure_ascii=False)}")
+    warnings = _print_unmatched(ans)
     if ans.failed_stage:
         print(f"FAILED at stage {ans.failed_stage}: {ans.error}")
     else:
@@ -187,7 +199,7 @@ def print_answer(ans: Any) -> None:
         u = ans.usage
         print(f"LLM: {u['calls']} call(s), {u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens, "
               f"{u['retries']} retries")
-    for w in ans.warnings:
+    for w in warnings:
         print(f"warning: {w}")
 
 

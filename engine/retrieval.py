@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import unicodedata
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -15,6 +18,22 @@ from engine.pattern import Pattern
 TYPE_CANDIDATE_LIMIT = 100_000
 #: a relation vocabulary up to this size is searched exactly in process (one matrix product, no round trip)
 LOCAL_RELATION_LIMIT = 20_000
+#: pattern texts whose embeddings a Retriever keeps (the least recently used go first)
+TEXT_CACHE_SIZE = 50_000
+#: a named pattern node is looked up by name among this many of its nearest candidates
+NAME_CHECK_CANDIDATES = 16
+#: closest names reported for a named pattern node that is no entity's name
+UNMATCHED_CLOSEST = 3
+
+
+def normalize_name(text: str) -> str:
+    """The form in which a pattern text and an entity name are compared: NFKC, case-folded, whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def unmatched_warning(text: str, closest: Sequence[tuple[str, float]]) -> str:
+    near = ", ".join(f"{name!r} ({d:.3f})" for name, d in closest) or "none"
+    return f"no KG entity is named {text!r}: the match used the nearest entities instead (closest: {near})"
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,9 @@ class RetrievalResult:
     warnings: list[str] = field(default_factory=list)
     exact: bool = True
     stats: dict[str, Any] = field(default_factory=dict)
+    #: per named pattern node text that is no KG entity's name (see :func:`normalize_name`; only the
+    #: NAME_CHECK_CANDIDATES nearest candidates are looked at): the closest names with their distances
+    unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,7 +109,12 @@ class RetrievalResult:
             "warnings": self.warnings,
             "exact": self.exact,
             "stats": self.stats,
+            "unmatched": unmatched_dict(self.unmatched),
         }
+
+
+def unmatched_dict(unmatched: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, list[dict[str, Any]]]:
+    return {text: [{"name": name, "distance": d} for name, d in closest] for text, closest in unmatched.items()}
 
 
 def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[str]]) -> Pattern:
@@ -103,11 +130,14 @@ def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[st
 class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
-    def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings) -> None:
+    def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings, *,
+                 text_cache_size: int = TEXT_CACHE_SIZE) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         self._has_types: bool | None = None
         self._rel_matrix: tuple[list[int], Any] | None = None
-        self._text_cache: dict[str, Any] = {}
+        self.text_cache_size = text_cache_size
+        self._text_cache: OrderedDict[str, Any] = OrderedDict()
+        self._text_lock = threading.Lock()
 
     def relation_matrix(self, catalog: Mapping[int, Any]) -> tuple[list[int], Any] | None:
         """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
@@ -123,16 +153,33 @@ class Retriever:
         return self._rel_matrix
 
     def encode(self, texts: Sequence[str]) -> Any:
-        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached."""
+        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached.
+
+        Thread-safe: the vectors are taken out under the lock, so another thread's eviction cannot lose them.
+        """
+        if not texts:
+            return None
         import numpy as np
 
-        miss = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
-        if miss:
-            if len(self._text_cache) > 50_000:
-                self._text_cache.clear()
-            for t, v in zip(miss, self.embedder.encode(miss)):
-                self._text_cache[t] = v
-        return np.stack([self._text_cache[t] for t in texts]) if texts else None
+        unique = list(dict.fromkeys(texts))
+        got: dict[str, Any] = {}
+        cache = self._text_cache
+        with self._text_lock:
+            for t in unique:
+                v = cache.get(t)
+                if v is not None:
+                    cache.move_to_end(t)
+                    got[t] = v
+        if len(got) < len(unique):
+            miss = [t for t in unique if t not in got]
+            vecs = self.embedder.encode(miss)  # outside the lock: other queries need not wait for the model
+            with self._text_lock:
+                for t, v in zip(miss, vecs):
+                    got[t] = cache[t] = v
+                    cache.move_to_end(t)
+                while cache and len(cache) > self.text_cache_size:
+                    cache.popitem(last=False)
+        return np.stack([got[t] for t in texts])
 
     def has_types(self) -> bool:
         if self._has_types is None:
@@ -222,8 +269,15 @@ class Retriever:
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
                      stats: SearchStats) -> RetrievalResult:
+        # the nearest candidates of each named node, read in the same query, tell whether its text is a name
+        nearest: dict[str, list[tuple[int, float]]] = {}
+        for n in pat.known_nodes:
+            if n.text and n.text not in nearest:
+                c = cands.nodes.get(n.id) or {}
+                nearest[n.text] = sorted(c.items(), key=lambda kv: (kv[1], kv[0]))[:NAME_CHECK_CANDIDATES]
         eids = sorted({eid for m in matches for eid in m.nodes.values()}
-                      | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)})
+                      | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
+                      | {eid for near in nearest.values() for eid, _ in near})
         rows = self.graph.entities(eids) if eids else {}
         ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
         for eid in eids:
@@ -247,9 +301,17 @@ class Retriever:
             bindings[n.id] = list(best.values())
         target = pat.answer_node()
         answers = bindings.get(target, []) if target else []
-        warnings = list(stats.warnings)
+        unmatched: dict[str, list[tuple[str, float]]] = {}
+        for text, near in nearest.items():
+            want = normalize_name(text)
+            names = {normalize_name(x) for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
+            if want not in names:
+                unmatched[text] = [(ent[eid].name, round(d, 4)) for eid, d in near[:UNMATCHED_CLOSEST]]
+        # first: the subgraphs below hold stand-ins for these names
+        warnings = [unmatched_warning(t, c) for t, c in unmatched.items()] + list(stats.warnings)
         exact = not stats.deadline_hit and stats.truncated == 0
         return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
-                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit})
+                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit},
+                               unmatched)
