@@ -6,16 +6,18 @@ against the real local Neo4j and Milvus.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
 
 from engine._config import MatchSettings
+from engine._errors import ConfigError
 from engine.matching import Candidates, KGEdge, Match, SearchStats
 from engine.pattern import Pattern
 from engine.retrieval import Retriever
-from loaders._model import Triple
+from loaders._model import EntityRecord, Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
 
@@ -107,6 +109,54 @@ def test_answer_equal_to_a_named_entity_is_dropped_but_its_subgraph_stays() -> N
 
 
 # ---------------------------------------------------------------------------------------------------------
+# what a result shows: names, keys, the relation's own name
+# ---------------------------------------------------------------------------------------------------------
+
+
+class _Rows:
+    def __init__(self, rows: dict[int, dict[str, Any]]) -> None:
+        self.rows = rows
+
+    def entities(self, eids: Any) -> dict[int, dict[str, Any]]:
+        return {e: self.rows[e] for e in eids if e in self.rows}
+
+
+def test_entities_show_their_name_else_their_key_else_their_id() -> None:
+    rows = {1: {"eid": 1, "name": "Heat", "key": "m/0abc"}, 2: {"eid": 2, "name": None, "key": "m/0def"},
+            3: {"eid": 3, "name": "", "key": "m/0ghi"}}  # 4: not in the graph any more
+    pat = Pattern.from_triples([("Heat", "r", "UNKNOWN 1"), ("UNKNOWN 1", "r", "UNKNOWN 2"), ("UNKNOWN 2", "r", "UNKNOWN 3")])
+    m = Match(0.0, {"Heat": 1, "UNKNOWN 1": 2, "UNKNOWN 2": 3, "UNKNOWN 3": 4},
+              {0: KGEdge(1, "r", 2), 1: KGEdge(2, "r", 3), 2: KGEdge(4, "r", 3)})
+    cands = Candidates({n: None for n in pat.nodes}, {i: {"r": 0.0} for i in range(3)}, {"r": "r"})
+    res = Retriever(_Rows(rows), None, None, MatchSettings()).build_result(pat, [m], cands, SearchStats())
+    got = {n: (e.eid, e.name, e.key) for n, e in res.subgraphs[0].mapping.items()}
+    assert got == {"Heat": (1, "Heat", "m/0abc"), "UNKNOWN 1": (2, "m/0def", "m/0def"),
+                   "UNKNOWN 2": (3, "m/0ghi", "m/0ghi"), "UNKNOWN 3": (4, "4", "")}
+    assert [t.as_tuple() for t in res.subgraphs[0].triples] == [("Heat", "r", "m/0def"), ("m/0def", "r", "m/0ghi"),
+                                                               ("4", "r", "m/0ghi")]
+    assert res.answers[0].to_dict() == {"eid": 4, "name": "4", "key": "", "gsd": 0.0, "node": "UNKNOWN 3"}
+
+
+def test_triples_carry_the_relation_name_not_the_relationship_type() -> None:
+    pat = Pattern.from_triples([("Heat", "directed by", "UNKNOWN 1")])
+    cands = Candidates({n: None for n in pat.nodes}, {0: {"directed_by__1a2b3c": 0.0}},
+                       {"directed_by__1a2b3c": "directed by", "starred": "starred"})
+    m = Match(0.0, {"Heat": 1, "UNKNOWN 1": 2}, {0: KGEdge(1, "directed_by__1a2b3c", 2)})
+    res = Retriever(_Names(NAMES), None, None, MatchSettings()).build_result(pat, [m], cands, SearchStats())
+    assert res.subgraphs[0].triples[0].as_tuple() == ("Heat", "directed by", "Michael Mann")
+    assert res.to_dict()["subgraphs"][0]["triples"][0]["relation"] == "directed by"
+
+
+@pytest.mark.parametrize("name", ["k_node", "k_rel", "k_type"])
+def test_candidate_counts_up_to_the_milvus_topk_limit(name: str) -> None:
+    assert getattr(MatchSettings(**{name: 16384}), name) == 16384
+    assert getattr(MatchSettings(**{name: 1}), name) == 1
+    for bad in (16385, 0, -1):
+        with pytest.raises(ConfigError, match=name):
+            MatchSettings(**{name: bad})
+
+
+# ---------------------------------------------------------------------------------------------------------
 # against the real stores
 # ---------------------------------------------------------------------------------------------------------
 
@@ -125,7 +175,14 @@ def _records() -> list[Any]:
     recs += [Triple(f"Spoke {j}", "has_tags", f"Leaf {j}{c}", 110 + 2 * j + i) for j in range(5) for i, c in enumerate("ab")]
     # the answer rule (homomorphic matching): Ann's child's parent is Ann again, or Bo
     recs += [Triple("Ann Lee", "children", "Cal Lee", 200), Triple("Bo Lee", "children", "Cal Lee", 201)]
+    # entity types: films, persons, one city
+    recs += [EntityRecord(f, None, ("film",), 300 + i) for i, f in enumerate(FILMS)]
+    recs += [EntityRecord(p, None, ("person",), 320 + i) for i, p in enumerate(PERSONS)]
+    recs += [EntityRecord("Michael Mann", None, ("person", "director"), 330), EntityRecord("Chicago", None, ("city",), 331)]
     return recs
+
+
+PERSONS = [f"Person {i}" for i in range(len(FILMS))]
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +235,7 @@ def test_candidate_distances_are_euclidean_between_the_embeddings(kg: Callable[.
     got = np.array([node[e] for e in node])
     assert np.allclose(got, want, atol=2e-4), (names, got, want)
     # the nearest entities, nearest first: the six closest names of the KG
-    all_names = sorted({n for r in _records() for n in (r.head, r.tail)})
+    all_names = sorted({n for r in _records() for n in ((r.head, r.tail) if isinstance(r, Triple) else (r.key,))})
     dist_all = np.linalg.norm(embedder.encode(all_names) - q[None, :], axis=1)
     assert sorted(names) == sorted(all_names[i] for i in np.argsort(dist_all)[:6])
     assert (got > 0.05).all()  # none is a copy of the query: a wrong distance formula shows
@@ -241,3 +298,47 @@ def test_homomorphic_answer_equal_to_the_topic_is_dropped(kg: Callable[..., Any]
     nodes = eng.retrieve(pat, k=5, k_node=1, k_rel=1)
     assert [s.mapping["UNKNOWN parent 2"].name for s in nodes.subgraphs] == ["Bo Lee"]
     assert [a.entity.name for a in nodes.answers] == ["Bo Lee"]
+
+
+@pytest.mark.integration
+def test_typed_unknown_takes_the_entities_of_the_k_type_nearest_types(kg: Callable[..., Any]) -> None:
+    eng = kg()
+    pat = Pattern.from_triples([("UNKNOWN person 1", "directed_by", "UNKNOWN film 2")])
+
+    def names(c: dict[int, float]) -> set[str]:
+        assert set(c.values()) == {0.0}
+        return {r["name"] for r in eng.graph.entities(list(c)).values()}
+
+    one = eng.retriever.candidates(pat, MatchSettings(k_type=1, k_node=4), {})
+    assert names(one.nodes["UNKNOWN person 1"]) == {*PERSONS, "Michael Mann"}
+    assert names(one.nodes["UNKNOWN film 2"]) == set(FILMS)
+    every = eng.retriever.candidates(pat, MatchSettings(k_type=4, k_node=1), {})
+    assert names(every.nodes["UNKNOWN person 1"]) == {*PERSONS, "Michael Mann", *FILMS, "Chicago"}
+    res = eng.retrieve(pat, k=20, k_type=1, k_node=4, k_rel=1)
+    assert {s.mapping["UNKNOWN person 1"].name for s in res.subgraphs} == {"Michael Mann"}
+    assert sorted(a.entity.name for a in res.bindings["UNKNOWN film 2"]) == sorted(FILMS)
+
+
+@pytest.mark.integration
+def test_typed_unknown_beside_a_named_node_stays_a_wildcard(kg: Callable[..., Any]) -> None:
+    """Type candidates only where the component has no named node (as SimGRAG does): the type is a hint."""
+    eng = kg()
+    pat = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"), ("UNKNOWN film 2", "has_tags", "UNKNOWN city 3")])
+    cands = eng.retriever.candidates(pat, MatchSettings(k_type=1, k_node=2), {})
+    assert cands.nodes["UNKNOWN person 1"] is None
+    assert cands.nodes["UNKNOWN film 2"] is not None and cands.nodes["UNKNOWN city 3"] is not None
+    assert len(cands.nodes["UNKNOWN city 3"]) == 1  # Chicago, the one city
+
+
+@pytest.mark.integration
+def test_timings_are_milliseconds_of_the_call(kg: Callable[..., Any]) -> None:
+    eng = kg()
+    pat = {"triples": [["Heat", "directed_by", "UNKNOWN person 1"]]}
+    eng.retrieve(pat)  # warm
+    t0 = time.perf_counter()
+    res = eng.retrieve(pat, k_node=2, k_rel=2)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    assert set(res.timings) >= {"embed", "vector", "graph", "total"}
+    assert 0.5 * wall_ms <= res.timings["total"] <= wall_ms + 0.01
+    assert res.timings["embed"] + res.timings["vector"] + res.timings["graph"] <= res.timings["total"] + 0.01
+    assert all(v >= 0.0 for v in res.timings.values())
