@@ -11,6 +11,7 @@ import pytest
 
 from engine._config import MatchSettings
 from engine.matching import Candidates, KGEdge, Matcher, SearchStats, gsd_of, make_plan
+from engine.oracle import oracle_matches
 from engine.pattern import Pattern
 from loaders._model import Triple
 
@@ -101,6 +102,9 @@ def _records(kg: str) -> list[Any]:
     others = [f"Other {i}" for i in range(200) if entity_id(kg, f"Other {i}") < solo][:2]
     recs += [Triple("Solo", "likes", "Solo", 300), Triple("Fan", "likes", "Solo", 301)]
     recs += [Triple("Solo", "likes", o, 302 + j) for j, o in enumerate(others)]
+    # two pairs, each joined both ways (a 2-cycle), for hand-set candidate distances
+    recs += [Triple("Pair A1", "pairs", "Pair B1", 400), Triple("Pair B1", "pairs", "Pair A1", 401),
+             Triple("Pair A2", "pairs", "Pair B2", 402), Triple("Pair B2", "pairs", "Pair A2", 403)]
     return recs
 
 
@@ -157,6 +161,50 @@ def test_a_self_loop_is_never_walked_against_the_pattern(eng: Any) -> None:
     dms = MatchSettings(k_node=1, k_rel=1, k=10, injective="none", directed=True)
     dgot, _ = Matcher(eng.graph, dms).top_k(pat, cands)
     assert len(dgot) == 2 and all(m.reversed == 0 for m in dgot)
+
+
+@pytest.mark.integration
+def test_a_self_loop_reached_from_the_candidates_side_matches_either_direction(eng: Any,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Directed: ``solo -likes-> Solo`` walked from Solo is an incoming edge; the self-loop is one, whichever side
+    the expansion reads it from."""
+    import engine.matching as matching
+
+    pat = {"triples": [["solo", "likes", "Solo"], ["Fan", "likes", "Solo"]]}  # "solo" embeds as "Solo"
+    kw: dict[str, Any] = {"k": 5, "k_node": 1, "k_rel": 1, "injective": "none", "directed": True}
+    usual = eng.retrieve(pat, **kw)
+    monkeypatch.setattr(matching, "DENSE_DEGREE", 0)  # every source a hub ...
+    monkeypatch.setattr(matching, "CANDIDATE_SIDE_RATIO", 1e9)  # ... always read from its candidates' side
+    hub = eng.retrieve(pat, **kw)
+    assert usual.stats["from_candidates"] == 0 and hub.stats["from_candidates"] >= 1
+    for res in (usual, hub):
+        assert [sorted((n, e.name) for n, e in s.mapping.items()) for s in res.subgraphs] \
+            == [[("Fan", "Fan"), ("Solo", "Solo"), ("solo", "Solo")]]
+        assert sorted(t.as_tuple() for t in res.subgraphs[0].triples) == [("Fan", "likes", "Solo"),
+                                                                          ("Solo", "likes", "Solo")]
+
+
+# -- exact order on a cycle whose closing node has a distance ------------------------------------------------
+
+
+@pytest.mark.integration
+def test_cycle_closing_on_a_distant_root_keeps_the_exact_order(eng: Any) -> None:
+    """A 2-cycle ``Ann -pairs- Bo -pairs- Ann`` closes on the root Ann, whose candidates are all at least 0.1 away.
+    Counting that 0.1 again at the closing step would let a batch finish the 0.55 match before the 0.5 one."""
+    a1 = _eids(eng, {"triples": [["Pair A1", "pairs", "UNKNOWN 1"]]}, "Pair A1")["Pair A1"]
+    a2 = _eids(eng, {"triples": [["Pair A2", "pairs", "UNKNOWN 1"]]}, "Pair A2")["Pair A2"]
+    b1 = _eids(eng, {"triples": [["Pair A1", "pairs", "UNKNOWN 1"]]}, "UNKNOWN 1")["Pair B1"]
+    b2 = _eids(eng, {"triples": [["Pair A2", "pairs", "UNKNOWN 1"]]}, "UNKNOWN 1")["Pair B2"]
+    pat = Pattern.from_triples([("Ann", "pairs", "Bo"), ("Bo", "pairs", "Ann")])
+    real = eng.retriever.candidates(Pattern.from_triples([("Pair A1", "pairs", "Pair B1")]), MatchSettings(), {})
+    cands = Candidates({"Ann": {a2: 0.1, a1: 0.5}, "Bo": {b1: 0.0, b2: 0.45}}, {0: {"pairs": 0.0}, 1: {"pairs": 0.0}},
+                       real.type_names)
+    assert make_plan(pat, cands).root == "Ann" and make_plan(pat, cands).steps[-1].closes
+    got, _ = Matcher(eng.graph, MatchSettings(k=4)).top_k(pat, cands, 4)
+    assert [round(m.gsd, 9) for m in got] == [0.5, 0.5, 0.55, 0.55]
+    assert [m.nodes["Ann"] for m in got] == [a1, a1, a2, a2]
+    want = oracle_matches(eng.graph, pat, cands)
+    assert [round(m.gsd, 9) for m in want] == [0.5, 0.5, 0.55, 0.55]
 
 
 # -- disconnected patterns ----------------------------------------------------------------------------------
