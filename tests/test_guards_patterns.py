@@ -139,3 +139,54 @@ def test_astral_unprintable_uses_the_eight_digit_escape() -> None:
     # U+E0001 LANGUAGE TAG (a format character) lies beyond U+FFFF; U+10000 (Linear B) is printable and kept
     assert verbalize_triple(("\U000e0001", "r", "\U00010000")) == '("\\U000e0001", "r", "\U00010000")'
     assert ast.literal_eval(verbalize_triple(("\U000e0001", "r", "t")))[0] == "\U000e0001"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# jobs: how malformed rows are reported; a job's settings
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _bad_claims(path: Path, n: int) -> Path:
+    path.write_text("".join('{"claim": "row %d has no id"}\n' % i for i in range(n)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("n, more", [(19, None), (20, None), (21, "... and 1 more malformed row(s)"),
+                                     (25, "... and 5 more malformed row(s)")])
+def test_malformed_rows_are_echoed_one_by_one_up_to_twenty(tmp_path: Path, n: int, more: str | None) -> None:
+    claims = _bad_claims(tmp_path / "claims.jsonl", n)
+    echoed: list[str] = []
+    summary = run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", progress=False, echo=echoed.append)
+    rows = [e for e in echoed if e.startswith(f"{claims}:")]
+    assert [r.split(":")[1] for r in rows] == [str(i) for i in range(1, min(n, 20) + 1)]
+    assert [e for e in echoed if e.startswith("...")] == ([more] if more else [])
+    assert len(echoed) == len(rows) + (1 if more else 0)
+    assert summary["malformed"] == n and summary["verified"] == 0
+
+
+@pytest.mark.parametrize("n", [100, 101])
+def test_the_summary_lists_at_most_a_hundred_malformed_rows(tmp_path: Path, n: int) -> None:
+    claims = _bad_claims(tmp_path / "claims.jsonl", n)
+    summary = run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", progress=False, echo=lambda m: None)
+    assert summary["malformed"] == n
+    assert len(summary["malformed_rows"]) == 100
+    assert summary["malformed_rows"][0].startswith(f"{claims}:1: ") and summary["malformed_rows"][-1].startswith(f"{claims}:100: ")
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_job_concurrency_must_be_a_positive_int(tmp_path: Path, bad: Any) -> None:
+    from engine._errors import ConfigError
+
+    claims = _bad_claims(tmp_path / "claims.jsonl", 1)
+    with pytest.raises(ConfigError, match="concurrency"):
+        run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", concurrency=bad, progress=False,
+                       echo=lambda m: None)
+    assert not (tmp_path / "out.jsonl").exists()
+    run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", concurrency=1, progress=False, echo=lambda m: None)
+
+
+def test_scores_at_precision_zero_are_whole_numbers() -> None:
+    rows = [("h", "r", "t", 0.93), ("a", "r", "b", 0.2)]
+    assert verbalize_scored(rows, precision=0).splitlines() == ['("h", "r", "t") [confidence: 1]',
+                                                               '("a", "r", "b") [confidence: 0]']
+    assert verbalize_scored(rows, precision=1, limit=1) == '("h", "r", "t") [confidence: 0.9]'
