@@ -342,3 +342,32 @@ def test_timings_are_milliseconds_of_the_call(kg: Callable[..., Any]) -> None:
     assert 0.5 * wall_ms <= res.timings["total"] <= wall_ms + 0.01
     assert res.timings["embed"] + res.timings["vector"] + res.timings["graph"] <= res.timings["total"] + 0.01
     assert all(v >= 0.0 for v in res.timings.values())
+
+
+@pytest.mark.integration
+def test_typed_candidates_up_to_the_type_limit_are_all_taken(kg: Callable[..., Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.retrieval as retrieval
+
+    eng = kg()
+    pat = {"triples": [["UNKNOWN person 1", "directed_by", "UNKNOWN film 2"]]}
+    monkeypatch.setattr(retrieval, "TYPE_CANDIDATE_LIMIT", len(PERSONS) + 1)  # exactly the persons
+    res = eng.retrieve(pat, k=20, k_type=1, k_node=4, k_rel=1)
+    assert sorted(a.entity.name for a in res.bindings["UNKNOWN film 2"]) == sorted(FILMS)
+    assert res.exact and res.warnings == []
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason="real bug: a typed unknown's candidates are cut at TYPE_CANDIDATE_LIMIT "
+                                       "(LIMIT without ORDER BY) silently: exact stays true and no warning is given")
+def test_typed_candidates_cut_at_the_type_limit_are_reported(kg: Callable[..., Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.retrieval as retrieval
+
+    eng = kg()
+    pat = {"triples": [["UNKNOWN person 1", "directed_by", "UNKNOWN film 2"]]}
+    monkeypatch.setattr(retrieval, "TYPE_CANDIDATE_LIMIT", 3)  # 8 persons, 7 films: both cut
+    res = eng.retrieve(pat, k=20, k_type=1, k_node=4, k_rel=1)
+    assert len(res.subgraphs) < len(FILMS)  # the cut is real: films are missing
+    assert not res.exact
+    assert any("type" in w for w in res.warnings)
