@@ -99,7 +99,7 @@ def _records(kg: str) -> list[Any]:
     # self-loop: Solo likes Solo; Fan likes Solo; Solo likes two others whose ids sort before Solo's (so that
     # the direction, not the id, must put the self-loop first)
     solo = entity_id(kg, "Solo")
-    others = [f"Other {i}" for i in range(200) if entity_id(kg, f"Other {i}") < solo][:2]
+    others = list(itertools.islice((f"Other {i}" for i in range(10**6) if entity_id(kg, f"Other {i}") < solo), 2))
     recs += [Triple("Solo", "likes", "Solo", 300), Triple("Fan", "likes", "Solo", 301)]
     recs += [Triple("Solo", "likes", o, 302 + j) for j, o in enumerate(others)]
     # two pairs, each joined both ways (a 2-cycle), for hand-set candidate distances
@@ -110,6 +110,7 @@ def _records(kg: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def eng(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Any]:
+    """Like conftest.shared_kg, but the records depend on the KG's name (entity ids hash it)."""
     from conftest import unique_kg
     from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
     from engine._engine import Engine

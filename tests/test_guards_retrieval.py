@@ -21,14 +21,18 @@ from loaders._model import EntityRecord, Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
 
-class _Names:
+class _Rows:
     """The one GraphStore method result assembly reads: entity rows by eid."""
 
-    def __init__(self, names: dict[int, str]) -> None:
-        self.names = names
+    def __init__(self, rows: dict[int, dict[str, Any]]) -> None:
+        self.rows = rows
 
     def entities(self, eids: Any) -> dict[int, dict[str, Any]]:
-        return {e: {"eid": e, "name": self.names[e], "key": f"k{e}"} for e in eids if e in self.names}
+        return {e: self.rows[e] for e in eids if e in self.rows}
+
+
+def _Names(names: dict[int, str]) -> _Rows:
+    return _Rows({e: {"eid": e, "name": n, "key": f"k{e}"} for e, n in names.items()})
 
 
 NAMES = {1: "Heat", 2: "Michael Mann", 3: "Dean Jones", 4: "Thief", 5: "Ali"}
@@ -111,14 +115,6 @@ def test_answer_equal_to_a_named_entity_is_dropped_but_its_subgraph_stays() -> N
 # ---------------------------------------------------------------------------------------------------------
 # what a result shows: names, keys, the relation's own name
 # ---------------------------------------------------------------------------------------------------------
-
-
-class _Rows:
-    def __init__(self, rows: dict[int, dict[str, Any]]) -> None:
-        self.rows = rows
-
-    def entities(self, eids: Any) -> dict[int, dict[str, Any]]:
-        return {e: self.rows[e] for e in eids if e in self.rows}
 
 
 def test_entities_show_their_name_else_their_key_else_their_id() -> None:
