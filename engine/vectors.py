@@ -205,6 +205,10 @@ class VectorStore:
         self._closed = False
 
         kwargs: dict[str, Any] = {"uri": self.uri, "timeout": timeout}
+        if not token and not self.lite:
+            from engine.local_milvus import local_token
+
+            token = local_token(self.uri)  # this machine's local server: its secret
         if token:
             kwargs["token"] = token
         if self.lite:
