@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine._errors import LocalServerError
+from engine._errors import LocalServerError, StoreUnavailableError
 
 VERSION = "2.3.5"
 DEFAULT_PORT = 19530
@@ -99,6 +99,26 @@ _EXTRA_CONFIG: dict[str, Any] = {
     "dataNode.ip": "127.0.0.1",
 }
 
+
+# Every listener of Milvus 2.3.5 standalone (the keys of server.json's "ports"), what it is, and where it
+# listens. Only etcd takes an address; the others listen on all interfaces of the namespace the server runs
+# in (net.Listen(":port")), and none but the proxy checks credentials. Hence the namespace: the host sees
+# only the relay's 127.0.0.1:<proxy port>.
+LISTENERS: dict[str, str] = {
+    "proxy": "client gRPC (pymilvus), authenticated; its REST API is turned off",
+    "proxy_internal": "proxy, internal gRPC",
+    "root_coord": "root coordinator gRPC (collections, credentials), no authentication",
+    "query_coord": "query coordinator gRPC, no authentication",
+    "query_node": "query node gRPC (searches, queries), no authentication",
+    "index_node": "index node gRPC, no authentication",
+    "data_coord": "data coordinator gRPC (also the index coordinator in 2.3), no authentication",
+    "data_node": "data node gRPC, no authentication",
+    "metrics": "HTTP: /healthz, /metrics, /debug/pprof, /log/level and /expr (reads and writes settings, "
+               "keyed by the etcd root path 'by-dev'), no authentication",
+    "etcd": "embedded etcd, clients (127.0.0.1)",
+    "etcd_peer": "embedded etcd, peers (127.0.0.1)",
+}
+_COMPONENTS = ("proxy_internal", "root_coord", "query_coord", "query_node", "index_node", "data_coord", "data_node")
 
 # The only variables of the caller's environment the server process sees.
 _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
@@ -320,7 +340,9 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
     """Make ``password`` root's password on the Milvus at ``uri``; True if changed, False if already set.
 
     Idempotent: logs in with ``password`` first, then with ``old_password`` (Milvus' default) and changes it.
-    Raises LocalServerError when neither is accepted or the server does not answer."""
+    Raises LocalServerError when neither is accepted, StoreUnavailableError when the server does not answer
+    or the change fails (worth a retry: after a restart, Milvus fails it until the previous run's session
+    expires)."""
     from pymilvus import connections, utility
 
     if not 6 <= len(password) <= 256:
@@ -329,7 +351,7 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
     if state == "ok":
         return False
     if state == "down":
-        raise LocalServerError(f"the Milvus at {uri} does not answer")
+        raise StoreUnavailableError("Milvus", uri, "no answer")
     alias = f"isorag-auth-{uuid.uuid4().hex[:12]}"
     try:
         with _quiet_pymilvus():
@@ -340,8 +362,8 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
             raise LocalServerError(
                 f"the Milvus at {uri} accepts neither the new password nor the old one for {ROOT_USER!r}"
             ) from None
-        reason = getattr(exc, "message", None) or type(exc).__name__
-        raise LocalServerError(f"cannot change {ROOT_USER}'s password on the Milvus at {uri}: {reason}") from None
+        reason = (str(getattr(exc, "message", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreUnavailableError("Milvus", uri, f"changing {ROOT_USER}'s password failed: {reason[:200]}") from None
     finally:
         try:
             connections.remove_connection(alias)
@@ -471,6 +493,7 @@ def _render_config(home: Path, port: int) -> dict[str, int]:
         "etcd": int(cfg.get("etcd_port")),
         "etcd_peer": free_from(2380),
         "metrics": free_from(9091),
+        **{name: int(cfg.get(f"{name}_port")) for name in _COMPONENTS},
     }
     # Embedded etcd listens on 2379/2380 unless told otherwise (the template only sets the client
     # side).  Advertised peer URL and initial cluster stay etcd's defaults, so the membership
@@ -501,6 +524,7 @@ class LocalMilvus:
     def __init__(self, home: Path | None = None, port: int | None = None) -> None:
         self.home = Path(home).expanduser().resolve() if home else (isorag_home() / "milvus").resolve()
         self.port = int(port) if port else _default_port()
+        self._not_ready = ""  # why the last readiness check failed, where known
         if not 0 < self.port < 65536:
             raise LocalServerError(f"invalid port {self.port}")
 
@@ -592,12 +616,23 @@ class LocalMilvus:
         """True once the server answers with root's secret; applies the secret where it is not yet."""
         if not _port_open(port, timeout=0.5):
             return False
-        secret = self._ensure_secret()
         uri = f"http://127.0.0.1:{port}"
+        if not self._read_state().get("auth"):
+            # started by an earlier isorag, without authentication until its next start: nothing to apply
+            token = self.token
+            if _probe(uri, token) != "ok":
+                return False
+            _TOKENS[port] = token
+            return True
+        secret = self._ensure_secret()
         state = _probe(uri, f"{ROOT_USER}:{secret}")
         if state == "refused":
             # first start, a crash before the change, or a data directory of an earlier isorag
-            set_root_password(uri, secret)
+            try:
+                set_root_password(uri, secret)
+            except StoreUnavailableError as exc:
+                self._not_ready = exc.reason
+                return False
             state = _probe(uri, f"{ROOT_USER}:{secret}")
         if state == "ok":
             _TOKENS[port] = f"{ROOT_USER}:{secret}"
@@ -613,6 +648,7 @@ class LocalMilvus:
             return False
 
     def _wait_ready(self, pid: int, port: int, metrics_port: int | None, deadline: float) -> None:
+        self._not_ready = ""
         while True:
             if not _pid_alive(pid):
                 relay = [ln for ln in _tail(self._logs / "milvus-stderr.log").splitlines()
@@ -631,9 +667,10 @@ class LocalMilvus:
             if self._healthz(metrics_port) and self._ready_with_secret(port):
                 return
             if time.monotonic() > deadline:
+                why = f" ({self._not_ready})" if self._not_ready else ""
                 raise LocalServerError(
                     f"the local Milvus (pid {pid}, home {self.home}) did not become ready on "
-                    f"127.0.0.1:{port} in time\n" + self.log_tail()
+                    f"127.0.0.1:{port} in time{why}\n" + self.log_tail()
                 )
             time.sleep(0.25)
 
@@ -739,7 +776,9 @@ class LocalMilvus:
             )
         bin_dir = _binary_dir()
         ports = _render_config(self.home, self.port)
-        self._ensure_secret()
+        auth = str(_EXTRA_CONFIG["common.security.authorizationEnabled"]).lower() == "true"
+        if auth:
+            self._ensure_secret()
         self._logs.mkdir(parents=True, exist_ok=True)
         for name in ("milvus-stdout.log", "milvus-stderr.log"):
             log = self._logs / name
@@ -781,7 +820,7 @@ class LocalMilvus:
         state = {
             "pid": pid, "port": self.port, "metrics_port": ports["metrics"], "ports": ports,
             "home": str(self.home), "version": VERSION, "binary": str(bin_dir / "milvus"),
-            "started_at": time.time(), "auth": True, "isolation": isolation,
+            "started_at": time.time(), "auth": auth, "isolation": isolation,
         }
         tmp = self._state_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(state, indent=2))
