@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine._config import EngineConfig
+from engine._secrets import mask_uri
 
 
 class Engine:
@@ -129,8 +130,8 @@ class Engine:
         v = {kind: self.vectors.count(kind) for kind in ("entities", "relations", "types")}
         return {
             "kg": self.kg,
-            "neo4j": {"uri": self.graph.uri, **g},
-            "milvus": {"uri": self.vectors.uri if hasattr(self.vectors, "uri") else self.config.milvus.uri, **v},
+            "neo4j": {"uri": mask_uri(self.graph.uri), **g},
+            "milvus": {"uri": mask_uri(getattr(self.vectors, "uri", self.config.milvus.uri)), **v},
             "agree": g["entities"] == v["entities"] and g["relations"] == v["relations"] and g["types"] == v["types"],
         }
 

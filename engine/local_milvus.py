@@ -67,6 +67,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine._errors import LocalServerError, StoreUnavailableError
+from engine._secrets import register
 
 VERSION = "2.3.5"
 DEFAULT_PORT = 19530
@@ -267,6 +268,7 @@ def _read_secret(path: Path) -> str | None:
         return None
     except OSError as exc:
         raise LocalServerError(f"cannot read the local Milvus secret {path}: {exc.strerror}") from None
+    register(text)
     return text or None
 
 
@@ -347,6 +349,7 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
 
     if not 6 <= len(password) <= 256:
         raise LocalServerError("a Milvus password is 6 to 256 characters long")
+    register(password)
     state = _probe(uri, f"{ROOT_USER}:{password}", timeout)
     if state == "ok":
         return False
@@ -561,6 +564,7 @@ class LocalMilvus:
         secret = _read_secret(self.secret_path)
         if secret is None:
             secret = secrets.token_urlsafe(32)
+            register(secret)
             _write_private(self.secret_path, secret + "\n")
         return secret
 

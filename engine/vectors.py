@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUnavailableError
+from engine._secrets import mask_uri, register
 
 KINDS = ("entities", "relations", "types")
 _PK = {"entities": "eid", "relations": "rid", "types": "tid"}
@@ -210,6 +211,7 @@ class VectorStore:
 
             token = local_token(self.uri)  # this machine's local server: its secret
         if token:
+            register(token)
             kwargs["token"] = token
         if self.lite:
             try:
@@ -240,7 +242,7 @@ class VectorStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"VectorStore(uri={self.uri!r}, kg={self.kg!r}, model={self.model!r}, dim={self.dim})"
+        return f"VectorStore(uri={mask_uri(self.uri)!r}, kg={self.kg!r}, model={self.model!r}, dim={self.dim})"
 
     def _wrap(self, what: str, exc: BaseException) -> StoreError:
         reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
