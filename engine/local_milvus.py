@@ -41,7 +41,8 @@ Layout of ``home`` (default ``$ISORAG_HOME/milvus``, ``ISORAG_HOME`` default ``~
     server.lock  server.json
     root-password                             root's password (mode 0600): token ``root:<password>``
 
-CLI: ``python -m engine.local_milvus start|stop|status`` (``isorag milvus ...`` wires the same functions).
+CLI: ``python -m engine.local_milvus start|stop|status|set-password`` (``isorag milvus ...`` wires the same
+functions; ``set-password`` is for a Milvus that isorag does not start, see :func:`cli_set_password`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine._errors import LocalServerError, StoreUnavailableError
+from engine._errors import ConfigError, LocalServerError, StoreError, StoreUnavailableError
 from engine._secrets import register
 
 VERSION = "2.3.5"
@@ -342,13 +343,13 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
     """Make ``password`` root's password on the Milvus at ``uri``; True if changed, False if already set.
 
     Idempotent: logs in with ``password`` first, then with ``old_password`` (Milvus' default) and changes it.
-    Raises LocalServerError when neither is accepted, StoreUnavailableError when the server does not answer
-    or the change fails (worth a retry: after a restart, Milvus fails it until the previous run's session
-    expires)."""
+    Raises StoreError when neither is accepted, StoreUnavailableError when the server does not answer or the
+    change fails (worth a retry: after a restart, Milvus fails it until the previous run's session expires),
+    ConfigError for a password Milvus would refuse."""
     from pymilvus import connections, utility
 
     if not 6 <= len(password) <= 256:
-        raise LocalServerError("a Milvus password is 6 to 256 characters long")
+        raise ConfigError("a Milvus password is 6 to 256 characters long")
     register(password)
     state = _probe(uri, f"{ROOT_USER}:{password}", timeout)
     if state == "ok":
@@ -362,7 +363,7 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
             utility.reset_password(ROOT_USER, old_password, password, using=alias, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - pymilvus raises several types
         if _auth_failed(exc):
-            raise LocalServerError(
+            raise StoreError(
                 f"the Milvus at {uri} accepts neither the new password nor the old one for {ROOT_USER!r}"
             ) from None
         reason = (str(getattr(exc, "message", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -637,6 +638,11 @@ class LocalMilvus:
             except StoreUnavailableError as exc:
                 self._not_ready = exc.reason
                 return False
+            except StoreError:
+                raise LocalServerError(
+                    f"the local Milvus of {self.home} accepts neither root's password in {self.secret_path} "
+                    "nor the default one: put the right password back in that file"
+                ) from None
             state = _probe(uri, f"{ROOT_USER}:{secret}")
         if state == "ok":
             _TOKENS[port] = f"{ROOT_USER}:{secret}"
@@ -955,15 +961,44 @@ def cli_status() -> None:
     print(f"home: {st['home']}")
 
 
+def cli_set_password(wait: float = 120) -> None:
+    """``isorag milvus set-password``: make ``$MILVUS_ROOT_PASSWORD`` root's password on ``$MILVUS_URI``.
+
+    For a Milvus that isorag does not start (docker/compose.yml runs it once, before the engine): changes
+    the default password, and does nothing when the password is already set. The password comes from the
+    environment only (a command line is visible to every user of the machine). Waits up to ``wait``
+    seconds for the server to answer."""
+    uri = os.environ.get("MILVUS_URI", "").strip()
+    password = os.environ.get("MILVUS_ROOT_PASSWORD", "")
+    if not uri:
+        raise ConfigError(
+            "set MILVUS_URI to the Milvus whose root password to set (the local server's is isorag's own, "
+            f"in {LocalMilvus().secret_path})"
+        )
+    if not password:
+        raise ConfigError("set MILVUS_ROOT_PASSWORD to the password to give root (not on the command line)")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            changed = set_root_password(uri, password)
+            break
+        except StoreUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    verb = "set" if changed else "was already set"
+    print(f"root's password on {uri} {verb}; clients use MILVUS_TOKEN=root:<that password>")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    commands = {"start": cli_start, "stop": cli_stop, "status": cli_status}
+    commands = {"start": cli_start, "stop": cli_stop, "status": cli_status, "set-password": cli_set_password}
     if len(args) != 1 or args[0] not in commands:
-        print("usage: python -m engine.local_milvus start|stop|status", file=sys.stderr)
+        print("usage: python -m engine.local_milvus start|stop|status|set-password", file=sys.stderr)
         return 2
     try:
         commands[args[0]]()
-    except LocalServerError as exc:
+    except (ConfigError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

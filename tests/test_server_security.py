@@ -7,6 +7,7 @@ own listeners are inside a network namespace with nothing but ``lo``, and its cl
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import ipaddress
 import json
@@ -14,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -288,5 +290,73 @@ def test_earlier_isorag_data_directory_is_upgraded(tmp_path: Path) -> None:
         client = MilvusClient(uri=server.uri, token=server.token)
         assert "kept" in client.list_collections()
         client.close()
+    finally:
+        _stop(server)
+
+
+# ------------------------------------------------------------------------------------------------ compose's Milvus
+def test_compose_milvus_settings_and_set_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The milvus service's environment of docker/compose.yml, given to the same Milvus 2.3.5 with a config
+    that says "no authentication, REST on": the variables turn both around; then ``isorag milvus
+    set-password``, as the milvus-init service runs it, changes root's default password, idempotently."""
+    import yaml
+
+    compose = yaml.safe_load((REPO / "docker" / "compose.yml").read_text())
+    env = {k: str(v) for k, v in compose["services"]["milvus"]["environment"].items()
+           if k.startswith(("COMMON_", "PROXY_"))}  # the settings; etcd and MinIO are the embedded ones here
+    assert env == {"COMMON_SECURITY_AUTHORIZATIONENABLED": "true", "PROXY_HTTP_ENABLED": "false"}
+    monkeypatch.setattr(lm, "_PASS_ENV", lm._PASS_ENV + tuple(env))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setitem(lm._EXTRA_CONFIG, "common.security.authorizationEnabled", "false")
+    monkeypatch.setitem(lm._EXTRA_CONFIG, "proxy.http.enabled", "true")
+    server = LocalMilvus(home=tmp_path / "milvus", port=_free_port(19911))
+    server.home.mkdir(parents=True)
+    # launched as compose does, with nobody changing the default password
+    fd = os.open(server.home / "server.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        server._launch(fd)
+    finally:
+        os.close(fd)
+    try:
+        default = f"root:{DEFAULT_ROOT_PASSWORD}"
+        for _ in range(300):
+            if _probe(server.uri, default) == "ok":
+                break
+            time.sleep(0.5)
+        assert _probe(server.uri, default) == "ok"
+        assert _probe(server.uri, "") == "refused"  # COMMON_SECURITY_AUTHORIZATIONENABLED did it
+        assert not _rest_served("127.0.0.1", server.port)  # and PROXY_HTTP_ENABLED
+
+        def set_password(password: str | None) -> subprocess.CompletedProcess[str]:
+            e = {k: v for k, v in os.environ.items() if k not in ("MILVUS_TOKEN", "MILVUS_ROOT_PASSWORD")}
+            e.update(PYTHONPATH=str(REPO), MILVUS_URI=server.uri)
+            if password is not None:
+                e["MILVUS_ROOT_PASSWORD"] = password
+            return subprocess.run([sys.executable, "-m", "engine.cli", "milvus", "set-password"], env=e,
+                                  capture_output=True, text=True, timeout=180)
+
+        out = set_password("compose-secret-1")
+        assert out.returncode == 0 and "set;" in out.stdout, out.stderr[-2000:]
+        assert "compose-secret-1" not in out.stdout + out.stderr
+        assert _probe(server.uri, "root:compose-secret-1") == "ok"
+        assert _probe(server.uri, default) == "refused"
+        out = set_password("compose-secret-1")  # a second `compose up`
+        assert out.returncode == 0 and "was already set" in out.stdout, out.stderr[-2000:]
+        out = set_password("another-secret")  # neither the default nor the password set
+        assert out.returncode != 0 and "accepts neither" in out.stderr and "Traceback" not in out.stderr
+        assert "another-secret" not in out.stderr
+        out = set_password(None)
+        assert out.returncode != 0 and "MILVUS_ROOT_PASSWORD" in out.stderr and "Traceback" not in out.stderr
+
+        # the engine service's MILVUS_URI + MILVUS_TOKEN
+        from engine.vectors import VectorStore
+
+        vs = VectorStore(server.uri, token="root:compose-secret-1", kg="compose_probe", dim=4)
+        vs.ensure_collections()
+        assert vs.count("entities") == 0
+        vs.drop()
+        vs.close()
     finally:
         _stop(server)
