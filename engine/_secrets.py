@@ -2,8 +2,9 @@
 
 Settings that hold a secret (a password, a token, an API key) register it here when they are made
 (:func:`register`); every :class:`~engine._errors.IsoragError` message goes through :func:`scrub`, which
-replaces registered secrets with ``***`` and the password of any URL (``scheme://user:***@host``), so a
-driver's message that quotes a URI or a key does not pass it on. Reprs show ``'***'`` for a secret that is set.
+replaces registered secrets (distinctive ones: see :func:`_distinctive`) with ``***`` and the password of any
+URL (``scheme://user:***@host``), so a driver's message that quotes a URI or a key does not pass it on. Reprs
+show ``'***'`` for a secret that is set.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import threading
 from typing import Any, Iterable
 
 MASK = "***"
-#: shorter values are masked in reprs but not searched for in text ("a" would mask every "a")
-MIN_SCRUB_LEN = 6
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/@:?#]*)(?P<pw>:[^\s/@?#]*)?@")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:api[_-]?key|key|token|access[_-]?token|password|passwd|secret)=)"
@@ -24,16 +23,20 @@ _known: set[str] = set()
 _lock = threading.Lock()
 
 
+def _distinctive(value: Any) -> bool:
+    """Worth searching for in text: a short or plain word ("Milvus", "password") would mask ordinary words of
+    every message, so those are masked in reprs and URIs only."""
+    return isinstance(value, str) and len(value) >= 8 and (len(value) >= 16 or not value.isalpha())
+
+
 def register(*values: str | None) -> None:
     """Remember secret values so that :func:`scrub` removes them from any message."""
     with _lock:
         for v in values:
-            if isinstance(v, str) and len(v) >= MIN_SCRUB_LEN:
-                _known.add(v)
-                if ":" in v:  # a user:password token: its password alone too
-                    password = v.split(":", 1)[1]
-                    if len(password) >= MIN_SCRUB_LEN:
-                        _known.add(password)
+            if _distinctive(v):
+                _known.add(v)  # type: ignore[arg-type]
+            if isinstance(v, str) and ":" in v and _distinctive(v.split(":", 1)[1]):
+                _known.add(v.split(":", 1)[1])  # a user:password token: its password alone too
 
 
 def mask_uri(uri: Any) -> Any:
@@ -56,7 +59,7 @@ def scrub(text: Any, extra: Iterable[str | None] = ()) -> Any:
     text = mask_uri(text)
     with _lock:
         values = set(_known)
-    values.update(v for v in extra if isinstance(v, str) and len(v) >= MIN_SCRUB_LEN)
+    values.update(v for v in extra if _distinctive(v))
     for v in sorted(values, key=len, reverse=True):  # longest first: a token before the password inside it
         if v in text:
             text = text.replace(v, MASK)

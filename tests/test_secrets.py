@@ -176,3 +176,9 @@ def test_llm_key_and_url_password_stay_out(llm_server: Any, caplog: pytest.LogCa
 
 def test_scrub_leaves_ordinary_text() -> None:
     assert scrub("no secrets here: bolt://127.0.0.1:7687") == "no secrets here: bolt://127.0.0.1:7687"
+    # a plain word as a password is masked in reprs and URIs, but not searched for in every message
+    MilvusSettings(token="root:Milvus")
+    Neo4jSettings(password="password")
+    text = "Milvus is unavailable at http://127.0.0.1:1: wrong password"
+    assert scrub(text) == text
+    assert scrub("http://root:Milvus@h:1") == "http://root:***@h:1"
