@@ -230,11 +230,17 @@ def test_engine_connections_find_the_secret(secured: LocalMilvus) -> None:
     assert "explicit 0" in out.stdout and "engine 0" in out.stdout
     assert f"authentication: on (root's password in {secured.secret_path}, mode 0600)" in out.stdout
     assert f"network: only http://127.0.0.1:{secured.port}" in out.stdout
-    # and with the URI set and a token given, the token is what is used
-    env.update(MILVUS_URI=f"http://127.0.0.1:{secured.port}", MILVUS_TOKEN="root:wrong-password")
-    code = "from engine import Engine\nEngine(kg='sec_probe', llm=False).vectors\n"
+    # MILVUS_URI naming this server, no token: the secret; a token given: that token
+    code = ("import types\nfrom engine import Engine\neng = Engine(kg='sec_probe', llm=False)\n"
+            "eng._embedder = types.SimpleNamespace(slug='probe', dim=4)\n"
+            "print('count', eng.vectors.count('entities')); eng.vectors.drop()\n")
+    env.update(MILVUS_URI=f"http://127.0.0.1:{secured.port}")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "count 0" in out.stdout, out.stderr[-3000:]
+    env.update(MILVUS_TOKEN="root:wrong-password")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "StoreUnavailableError" in out.stderr
+    assert "wrong-password" not in out.stderr
 
 
 def test_crash_before_the_password_change_is_repaired(tmp_path: Path) -> None:
