@@ -68,7 +68,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine._errors import ConfigError, LocalServerError, StoreError, StoreUnavailableError
-from engine._secrets import register
+from engine._secrets import mask_uri, register
 
 VERSION = "2.3.5"
 DEFAULT_PORT = 19530
@@ -383,7 +383,8 @@ def local_token(uri: str | None) -> str:
     """The token of the local server at ``uri`` (None: the default one), else ``""``.
 
     ``uri`` is this machine's local server when its host is a loopback address and its port that of the
-    default server (``ISORAG_HOME``, ``ISORAG_MILVUS_PORT``) or of a server this process started. Reads only."""
+    running default server (``ISORAG_HOME``, ``ISORAG_MILVUS_PORT``) or of a server this process started or
+    reused. Reads only."""
     if uri is None:
         port: int | None = LocalMilvus().port
     else:
@@ -397,9 +398,8 @@ def local_token(uri: str | None) -> str:
     if port in _TOKENS:
         return _TOKENS[port]
     server = LocalMilvus()
-    running = server._read_state().get("port", server.port)
-    if port != running:
-        return ""
+    if port != server._read_state().get("port", server.port) or server._running_pid() is None:
+        return ""  # not this server: its secret goes to no other program listening there
     secret = _read_secret(server.secret_path)
     return f"{ROOT_USER}:{secret}" if secret else ""
 
@@ -987,7 +987,7 @@ def cli_set_password(wait: float = 120) -> None:
                 raise
             time.sleep(2)
     verb = "set" if changed else "was already set"
-    print(f"root's password on {uri} {verb}; clients use MILVUS_TOKEN=root:<that password>")
+    print(f"root's password on {mask_uri(uri)} {verb}; clients use MILVUS_TOKEN=root:<that password>")
 
 
 def main(argv: list[str] | None = None) -> int:
