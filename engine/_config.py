@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine._errors import ConfigError
+from engine._secrets import masked_repr, register
 
 DEFAULT_KG = "default"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -56,6 +57,12 @@ class Neo4jSettings:
     liveness_check_timeout: float = 30.0
     connection_timeout: float = 10.0
 
+    def __post_init__(self) -> None:
+        register(self.password)
+
+    def __repr__(self) -> str:
+        return masked_repr(self, secret=("password",), uris=("uri",))
+
     @classmethod
     def from_env(cls, **overrides: Any) -> "Neo4jSettings":
         env = {
@@ -73,7 +80,14 @@ class MilvusSettings:
     """Where the embeddings live. ``uri=None`` means the embedded local Milvus standalone server."""
 
     uri: str | None = None
+    #: ``user:password`` or an API key; empty for the local server (its secret is found, see local_token)
     token: str = ""
+
+    def __post_init__(self) -> None:
+        register(self.token)
+
+    def __repr__(self) -> str:
+        return masked_repr(self, secret=("token",), uris=("uri",))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "MilvusSettings":

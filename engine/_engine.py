@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine._config import EngineConfig
+from engine._secrets import mask_uri
 
 
 class Engine:
@@ -132,8 +133,8 @@ class Engine:
         dup = {kind: self.vectors.excess_rows(kind) for kind in kinds if v[kind] > g[kind]}
         return {
             "kg": self.kg,
-            "neo4j": {"uri": self.graph.uri, **g},
-            "milvus": {"uri": self.vectors.uri if hasattr(self.vectors, "uri") else self.config.milvus.uri, **v,
+            "neo4j": {"uri": mask_uri(self.graph.uri), **g},
+            "milvus": {"uri": mask_uri(getattr(self.vectors, "uri", self.config.milvus.uri)), **v,
                        "duplicates": {k: n for k, n in dup.items() if n}},
             "agree": all(g[k] == v[k] for k in kinds),
         }

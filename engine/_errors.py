@@ -17,16 +17,23 @@
     +-- LLMError                    the LLM endpoint failed or refused
     +-- CheckpointError             a scorer checkpoint that does not fit this KG / model
 
-Callers can catch at any depth; driver errors are re-raised ``from`` the original.
+Callers can catch at any depth; driver errors are re-raised ``from`` the original. Messages never carry a
+secret: every message (and the ``uri`` and ``text`` an error keeps) goes through :func:`engine._secrets.scrub`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from engine._secrets import mask_uri, scrub
+
 
 class IsoragError(Exception):
     """Root of every error raised by isorag."""
+
+    def __init__(self, *args: object) -> None:
+        # a driver's message may quote a URI with its password, or a key: none of it goes further
+        super().__init__(*(scrub(a) for a in args))
 
 
 class ConfigError(IsoragError):
@@ -46,7 +53,7 @@ class StoreUnavailableError(StoreError):
     """A server cannot be reached."""
 
     def __init__(self, what: str, uri: str, reason: str = "") -> None:
-        self.what, self.uri, self.reason = what, uri, reason
+        self.what, self.uri, self.reason = what, mask_uri(uri), scrub(reason)
         msg = f"{what} is unavailable at {uri}"
         super().__init__(msg + (f": {reason}" if reason else ""))
 
@@ -89,7 +96,7 @@ class PatternParseError(PatternError):
     """Text (from an LLM or a user) that cannot be parsed into a pattern."""
 
     def __init__(self, message: str, text: str = "") -> None:
-        self.text = text
+        self.text = scrub(text)
         super().__init__(message)
 
 
@@ -105,7 +112,7 @@ class LLMError(IsoragError):
     """The LLM endpoint failed, timed out or refused."""
 
     def __init__(self, message: str, text: str = "") -> None:
-        self.text = text
+        self.text = scrub(text)
         super().__init__(message)
 
 

@@ -50,7 +50,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         from engine import local_neo4j as mod
     else:
         from engine import local_milvus as mod  # type: ignore[no-redef]
-    code = {"start": mod.cli_start, "stop": mod.cli_stop, "status": mod.cli_status}[args.action]()
+    if args.action == "set-password":
+        code = mod.cli_set_password()  # type: ignore[attr-defined]
+    else:
+        code = {"start": mod.cli_start, "stop": mod.cli_stop, "status": mod.cli_status}[args.action]()
     return int(code or 0)
 
 
@@ -356,7 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for server in ("neo4j", "milvus"):
         s = sub.add_parser(server, help=f"the embedded local {server} server")
-        s.add_argument("action", choices=["start", "stop", "status"])
+        # set-password: root's password of another Milvus (MILVUS_URI), from MILVUS_ROOT_PASSWORD (compose)
+        actions = ["start", "stop", "status"] + (["set-password"] if server == "milvus" else [])
+        s.add_argument("action", choices=actions)
         s.set_defaults(func=cmd_server, server=server)
 
     s = sub.add_parser("load", help="load a KG file into Neo4j and Milvus")

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from engine._config import Neo4jSettings, check_kg_name
 from engine._cypher import cypher, escape_identifier
-from engine._errors import KGLockedError, StoreError, StoreUnavailableError, UnknownRelationError
+from engine._errors import ConfigError, KGLockedError, StoreError, StoreUnavailableError, UnknownRelationError
 
 _DRIVERS: dict[tuple[str, str, str], Any] = {}
 _DRIVERS_LOCK = threading.Lock()
@@ -100,16 +100,21 @@ def get_driver(settings: Neo4jSettings, uri: str) -> Any:
             import neo4j
 
             auth = (settings.user, settings.password) if settings.password else None
-            drv = neo4j.GraphDatabase.driver(
-                uri,
-                auth=auth,
-                max_connection_lifetime=settings.max_connection_lifetime,
-                liveness_check_timeout=settings.liveness_check_timeout,
-                connection_timeout=settings.connection_timeout,
-                keep_alive=True,
-                # the server's hints (e.g. "relationship type ISORAG_IS_A does not exist yet") are not errors
-                notifications_min_severity="OFF",
-            )
+            try:
+                drv = neo4j.GraphDatabase.driver(
+                    uri,
+                    auth=auth,
+                    max_connection_lifetime=settings.max_connection_lifetime,
+                    liveness_check_timeout=settings.liveness_check_timeout,
+                    connection_timeout=settings.connection_timeout,
+                    keep_alive=True,
+                    # the server's hints (e.g. "relationship type ISORAG_IS_A does not exist yet") are not errors
+                    notifications_min_severity="OFF",
+                )
+            except (neo4j.exceptions.ConfigurationError, ValueError) as e:
+                # its message quotes the URI, password included: ConfigError masks it, and no chained cause
+                # carries it into a traceback
+                raise ConfigError(f"Neo4j URI {uri}: {e}") from None
             _DRIVERS[key] = drv
         return drv
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from engine._errors import ConfigError, LLMError
+from engine._secrets import mask_uri, masked_repr, register, scrub
 
 __all__ = [
     "LLM",
@@ -77,7 +78,7 @@ class LLMConfig:
     """
 
     base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
+    api_key: str | None = None  # masked in repr
     model: str | None = None
     temperature: float = 0.2
     top_p: float | None = 0.1
@@ -102,6 +103,7 @@ class LLMConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"LLM {name} must be a string, got {type(value).__name__}")
+        register(self.api_key)
         if self.temperature < 0:
             raise ConfigError(f"LLM temperature must be >= 0, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
@@ -116,6 +118,9 @@ class LLMConfig:
             raise ConfigError(f"LLM concurrency must be >= 1, got {self.concurrency}")
         if self.retry_backoff < 0:
             raise ConfigError(f"LLM retry_backoff must be >= 0, got {self.retry_backoff}")
+
+    def __repr__(self) -> str:
+        return masked_repr(self, secret=("api_key",), uris=("base_url",))
 
     @property
     def configured(self) -> bool:
@@ -438,6 +443,7 @@ class OpenAILLM(LLM):
             # local servers ignore the key, but the client insists on one
             or ("not-needed" if config.base_url else None)
         )
+        register(api_key)
         self._client_args: dict[str, Any] = {
             "api_key": api_key,
             "base_url": config.base_url,
@@ -452,7 +458,7 @@ class OpenAILLM(LLM):
         self._aclients_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAILLM(model={self.config.model!r}, base_url={self.config.base_url!r})"
+        return f"OpenAILLM(model={self.config.model!r}, base_url={mask_uri(self.config.base_url)!r})"
 
     # -- plumbing ----------------------------------------------------------------------------------------
 
@@ -514,7 +520,7 @@ class OpenAILLM(LLM):
             delay = retry_after
         self.stats.add(retries=1)
         log.warning(
-            "LLM %s; retry %d/%d in %.2fs", what, attempt + 1, self.config.max_retries, delay
+            "LLM %s; retry %d/%d in %.2fs", scrub(what), attempt + 1, self.config.max_retries, delay
         )
         return delay
 

@@ -11,6 +11,21 @@ Instead this module
 * launches it **detached**: through ``sh -c '... &'`` in a new session, so the server is re-parented
   away from the caller and outlives it; the caller only waits for it to answer a pymilvus client.
 
+Security (README, "Security and data safety"). Milvus 2.3.5 cannot bind a listener to loopback: every port
+(client gRPC, its internal components' gRPC, the metrics/``/healthz``/``/expr`` HTTP port) listens on all
+interfaces whatever ``*.ip`` says, and the internal ports and ``/expr`` answer without authentication. So
+
+* the server runs in a network namespace of its own (only ``lo``), and :mod:`engine._milvus_relay` relays its
+  client port from ``127.0.0.1:<port>``, the one port the host sees. Where no namespace can be made the start
+  fails, unless ``ISORAG_MILVUS_ISOLATION=none`` accepts the exposed ports;
+* authentication is on (``common.security.authorizationEnabled``) and the REST API off (pymilvus uses gRPC):
+  at first start a random password for ``root`` is written to ``<home>/root-password`` (mode 0600), then
+  root's default password (``Milvus``; 2.3.5 has no setting for the first one) is changed to it. The secret is
+  written before the change, and a start that finds it not yet applied logs in with the default and changes
+  it, so a crash in between is repaired; a data directory of an earlier isorag (no authentication) is
+  upgraded the same way at its next start. :func:`local_token` gives the token to every engine connection
+  to this server.
+
 One server per data directory (``home``): the starting process takes an exclusive ``flock`` on
 ``<home>/server.lock`` and hands the locked descriptor to the server, which keeps it for its lifetime.
 The lock is therefore held exactly as long as the server process lives (also after a crash or a
@@ -24,32 +39,44 @@ Layout of ``home`` (default ``$ISORAG_HOME/milvus``, ``ISORAG_HOME`` default ``~
     data/                                     etcd, rocksmq and segment data
     logs/                                     milvus-stdout.log, milvus-stderr.log, etcd.log, ...
     server.lock  server.json
+    root-password                             root's password (mode 0600): token ``root:<password>``
 
-CLI: ``python -m engine.local_milvus start|stop|status`` (``isorag milvus ...`` wires the same functions).
+CLI: ``python -m engine.local_milvus start|stop|status|set-password`` (``isorag milvus ...`` wires the same
+functions; ``set-password`` is for a Milvus that isorag does not start, see :func:`cli_set_password`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import lzma
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from engine._errors import LocalServerError
+from engine._errors import ConfigError, LocalServerError, StoreError, StoreUnavailableError
+from engine._secrets import mask_uri, register
 
 VERSION = "2.3.5"
 DEFAULT_PORT = 19530
 SESSION_TTL = 10  # seconds; Milvus' 30 s default stalls the first search after a restart for 23-27 s
+ROOT_USER = "root"
+DEFAULT_ROOT_PASSWORD = "Milvus"  # what every new Milvus data directory starts with
+SECRET_FILE = "root-password"
+_RELAY = Path(__file__).resolve().parent / "_milvus_relay.py"
 
 # Overrides applied on top of the package's template (dotted keys of milvus.yaml).
 _EXTRA_CONFIG: dict[str, Any] = {
@@ -61,6 +88,9 @@ _EXTRA_CONFIG: dict[str, Any] = {
     # the first index build, so a bulk load's small segments are merged once and indexed once
     # (with Milvus' default, they are indexed, merged, then indexed again).
     "dataCoord.compaction.indexBasedCompaction": "false",
+    "common.security.authorizationEnabled": "true",
+    # the REST API shares the client port; pymilvus speaks gRPC only
+    "proxy.http.enabled": "false",
     "rootCoord.ip": "127.0.0.1",
     "proxy.ip": "127.0.0.1",
     "queryCoord.ip": "127.0.0.1",
@@ -72,12 +102,39 @@ _EXTRA_CONFIG: dict[str, Any] = {
 }
 
 
+# Every listener of Milvus 2.3.5 standalone (the keys of server.json's "ports"), what it is, and where it
+# listens. Only etcd takes an address; the others listen on all interfaces of the namespace the server runs
+# in (net.Listen(":port")), and none but the proxy checks credentials. Hence the namespace: the host sees
+# only the relay's 127.0.0.1:<proxy port>.
+LISTENERS: dict[str, str] = {
+    "proxy": "client gRPC (pymilvus), authenticated; its REST API is turned off",
+    "proxy_internal": "proxy, internal gRPC",
+    "root_coord": "root coordinator gRPC (collections, credentials), no authentication",
+    "query_coord": "query coordinator gRPC, no authentication",
+    "query_node": "query node gRPC (searches, queries), no authentication",
+    "index_node": "index node gRPC, no authentication",
+    "data_coord": "data coordinator gRPC (also the index coordinator in 2.3), no authentication",
+    "data_node": "data node gRPC, no authentication",
+    "metrics": "HTTP: /healthz, /metrics, /debug/pprof, /log/level and /expr (reads and writes settings, "
+               "keyed by the etcd root path 'by-dev'), no authentication",
+    "etcd": "embedded etcd, clients (127.0.0.1)",
+    "etcd_peer": "embedded etcd, peers (127.0.0.1)",
+}
+_COMPONENTS = ("proxy_internal", "root_coord", "query_coord", "query_node", "index_node", "data_coord", "data_node")
+
 # The only variables of the caller's environment the server process sees.
 _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 
 
 def isorag_home() -> Path:
     return Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag").expanduser()
+
+
+def _isolation() -> str:
+    raw = os.environ.get("ISORAG_MILVUS_ISOLATION", "").strip().lower() or "netns"
+    if raw not in ("netns", "none"):
+        raise LocalServerError(f"ISORAG_MILVUS_ISOLATION={raw!r} is not 'netns' (default) or 'none'")
+    return raw
 
 
 def _default_port() -> int:
@@ -113,11 +170,30 @@ def _pid_alive(pid: int | None) -> bool:
 
 
 def _is_milvus_process(pid: int) -> bool:
+    """The server itself, or the relay that runs it in a namespace (its command line holds the server's)."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return _pid_alive(pid)  # no /proc: trust the pid
-    return bool(cmd) and cmd[0].endswith(b"milvus") and b"standalone" in cmd
+    return b"standalone" in cmd and any(a.endswith(b"milvus") for a in cmd)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _server_pid(pid: int) -> int:
+    """The Milvus process of ``pid``: itself, or the relay's child."""
+    try:
+        first = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return pid
+    if first.endswith(b"milvus"):
+        return pid
+    return next((c for c in _children(pid) if _is_milvus_process(c)), pid)
 
 
 def _rss_bytes(pid: int) -> int | None:
@@ -161,6 +237,171 @@ def _tail(path: Path, lines: int = 30) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+# --------------------------------------------------------------------------- secret + authentication
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (mode 0600) atomically and durably."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _read_secret(path: Path) -> str | None:
+    try:
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)  # ours: never readable by others
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LocalServerError(f"cannot read the local Milvus secret {path}: {exc.strerror}") from None
+    register(text)
+    return text or None
+
+
+def _auth_failed(exc: BaseException) -> bool:
+    """True if ``exc`` (pymilvus or grpc) says the credentials were refused, not that the server is down."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        code = getattr(exc, "code", None)
+        try:
+            code = code() if callable(code) else code
+        except Exception:  # noqa: BLE001
+            code = None
+        if getattr(code, "name", None) == "UNAUTHENTICATED" or code == 1800:  # 1800: Milvus' auth error code
+            return True
+        text = f"{getattr(exc, 'message', '')} {exc}".lower()
+        if "unauthenticated" in text or "auth check fail" in text or "missing authorization" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+_QUIET = threading.local()
+
+
+class _QuietProbes(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_QUIET, "on", False)
+
+
+@contextlib.contextmanager
+def _quiet_pymilvus():  # noqa: ANN202
+    """pymilvus logs every refused or failed RPC as an ERROR: expected while probing, so not shown."""
+    import pymilvus  # noqa: F401 - configures its loggers
+
+    for handler in logging.getLogger("pymilvus").handlers:
+        if not any(isinstance(f, _QuietProbes) for f in handler.filters):
+            handler.addFilter(_QuietProbes())
+    _QUIET.on = True
+    try:
+        yield
+    finally:
+        _QUIET.on = False
+
+
+def _probe(uri: str, token: str, timeout: float = 3.0) -> str:
+    """Connect with ``token`` and list collections: ``"ok"``, ``"refused"`` (credentials) or ``"down"``."""
+    with _quiet_pymilvus():
+        return _probe_once(uri, token, timeout)
+
+
+def _probe_once(uri: str, token: str, timeout: float) -> str:
+    from pymilvus import connections, utility
+
+    alias = f"isorag-probe-{uuid.uuid4().hex[:12]}"
+    try:
+        connections.connect(alias=alias, uri=uri, token=token, timeout=timeout)
+        utility.list_collections(timeout=max(1, int(timeout)), using=alias)
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - any other failure means "not ready yet"
+        return "refused" if _auth_failed(exc) else "down"
+    finally:
+        try:
+            connections.remove_connection(alias)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_PASSWORD,
+                      timeout: float = 10.0) -> bool:
+    """Make ``password`` root's password on the Milvus at ``uri``; True if changed, False if already set.
+
+    Idempotent: logs in with ``password`` first, then with ``old_password`` (Milvus' default) and changes it.
+    Raises StoreError when neither is accepted, StoreUnavailableError when the server does not answer or the
+    change fails (worth a retry: after a restart, Milvus fails it until the previous run's session expires),
+    ConfigError for a password Milvus would refuse."""
+    from pymilvus import connections, utility
+
+    if not 6 <= len(password) <= 256:
+        raise ConfigError("a Milvus password is 6 to 256 characters long")
+    register(password)
+    state = _probe(uri, f"{ROOT_USER}:{password}", timeout)
+    if state == "ok":
+        return False
+    if state == "down":
+        raise StoreUnavailableError("Milvus", uri, "no answer")
+    alias = f"isorag-auth-{uuid.uuid4().hex[:12]}"
+    try:
+        with _quiet_pymilvus():
+            connections.connect(alias=alias, uri=uri, token=f"{ROOT_USER}:{old_password}", timeout=timeout)
+            utility.reset_password(ROOT_USER, old_password, password, using=alias, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - pymilvus raises several types
+        if _auth_failed(exc):
+            raise StoreError(
+                f"the Milvus at {uri} accepts neither the new password nor the old one for {ROOT_USER!r}"
+            ) from None
+        reason = (str(getattr(exc, "message", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreUnavailableError("Milvus", uri, f"changing {ROOT_USER}'s password failed: {reason[:200]}") from None
+    finally:
+        try:
+            connections.remove_connection(alias)
+        except Exception:  # noqa: BLE001
+            pass
+    return True
+
+
+_TOKENS: dict[int, str] = {}  # port -> token of the local servers this process started or reused
+
+
+def local_token(uri: str | None) -> str:
+    """The token of the local server at ``uri`` (None: the default one), else ``""``.
+
+    ``uri`` is this machine's local server when its host is a loopback address and its port that of the
+    running default server (``ISORAG_HOME``, ``ISORAG_MILVUS_PORT``) or of a server this process started or
+    reused. Reads only."""
+    if uri is None:
+        port: int | None = LocalMilvus().port
+    else:
+        try:
+            parts = urlsplit(uri if "://" in uri else f"tcp://{uri}")
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            return ""
+        if host not in ("127.0.0.1", "localhost", "::1") or port is None:
+            return ""
+    if port in _TOKENS:
+        return _TOKENS[port]
+    server = LocalMilvus()
+    if port != server._read_state().get("port", server.port) or server._running_pid() is None:
+        return ""  # not this server: its secret goes to no other program listening there
+    secret = _read_secret(server.secret_path)
+    return f"{ROOT_USER}:{secret}" if secret else ""
 
 
 # --------------------------------------------------------------------------- binary + config
@@ -256,6 +497,7 @@ def _render_config(home: Path, port: int) -> dict[str, int]:
         "etcd": int(cfg.get("etcd_port")),
         "etcd_peer": free_from(2380),
         "metrics": free_from(9091),
+        **{name: int(cfg.get(f"{name}_port")) for name in _COMPONENTS},
     }
     # Embedded etcd listens on 2379/2380 unless told otherwise (the template only sets the client
     # side).  Advertised peer URL and initial cluster stay etcd's defaults, so the membership
@@ -286,6 +528,7 @@ class LocalMilvus:
     def __init__(self, home: Path | None = None, port: int | None = None) -> None:
         self.home = Path(home).expanduser().resolve() if home else (isorag_home() / "milvus").resolve()
         self.port = int(port) if port else _default_port()
+        self._not_ready = ""  # why the last readiness check failed, where known
         if not 0 < self.port < 65536:
             raise LocalServerError(f"invalid port {self.port}")
 
@@ -305,6 +548,26 @@ class LocalMilvus:
     @property
     def _logs(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def secret_path(self) -> Path:
+        """root's password (mode 0600), made at first start; the token is ``root:<password>``."""
+        return self.home / SECRET_FILE
+
+    @property
+    def token(self) -> str:
+        """``root:<password>`` for clients of this server, ``""`` before its first start."""
+        secret = _read_secret(self.secret_path)
+        return f"{ROOT_USER}:{secret}" if secret else ""
+
+    def _ensure_secret(self) -> str:
+        """root's password: the one in ``secret_path``, else a new one written there first (mode 0600)."""
+        secret = _read_secret(self.secret_path)
+        if secret is None:
+            secret = secrets.token_urlsafe(32)
+            register(secret)
+            _write_private(self.secret_path, secret + "\n")
+        return secret
 
     def _read_state(self) -> dict[str, Any]:
         try:
@@ -349,23 +612,41 @@ class LocalMilvus:
 
     # readiness -------------------------------------------------------------
     def _client_ok(self, port: int, timeout: float = 3.0) -> bool:
-        """True if a pymilvus client can connect to ``port`` and list collections."""
+        """True if a pymilvus client with this server's token can connect to ``port`` and list collections."""
         if not _port_open(port, timeout=min(timeout, 0.5)):
             return False
-        from pymilvus import connections, utility
+        return _probe(f"http://127.0.0.1:{port}", self.token, timeout) == "ok"
 
-        alias = f"isorag-probe-{uuid.uuid4().hex[:12]}"
-        try:
-            connections.connect(alias=alias, uri=f"http://127.0.0.1:{port}", timeout=timeout)
-            utility.list_collections(timeout=max(1, int(timeout)), using=alias)
-            return True
-        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+    def _ready_with_secret(self, port: int) -> bool:
+        """True once the server answers with root's secret; applies the secret where it is not yet."""
+        if not _port_open(port, timeout=0.5):
             return False
-        finally:
+        uri = f"http://127.0.0.1:{port}"
+        if not self._read_state().get("auth"):
+            # started by an earlier isorag, without authentication until its next start: nothing to apply
+            token = self.token
+            if _probe(uri, token) != "ok":
+                return False
+            _TOKENS[port] = token
+            return True
+        secret = self._ensure_secret()
+        state = _probe(uri, f"{ROOT_USER}:{secret}")
+        if state == "refused":
+            # first start, a crash before the change, or a data directory of an earlier isorag
             try:
-                connections.remove_connection(alias)
-            except Exception:  # noqa: BLE001
-                pass
+                set_root_password(uri, secret)
+            except StoreUnavailableError as exc:
+                self._not_ready = exc.reason
+                return False
+            except StoreError:
+                raise LocalServerError(
+                    f"the local Milvus of {self.home} accepts neither root's password in {self.secret_path} "
+                    "nor the default one: put the right password back in that file"
+                ) from None
+            state = _probe(uri, f"{ROOT_USER}:{secret}")
+        if state == "ok":
+            _TOKENS[port] = f"{ROOT_USER}:{secret}"
+        return state == "ok"
 
     def _healthz(self, metrics_port: int | None) -> bool:
         if not metrics_port:
@@ -377,18 +658,29 @@ class LocalMilvus:
             return False
 
     def _wait_ready(self, pid: int, port: int, metrics_port: int | None, deadline: float) -> None:
+        self._not_ready = ""
         while True:
             if not _pid_alive(pid):
+                relay = [ln for ln in _tail(self._logs / "milvus-stderr.log").splitlines()
+                         if ln.startswith("isorag-relay: cannot")]
+                if relay:
+                    raise LocalServerError(
+                        f"the local Milvus (home {self.home}) did not start: {relay[-1][len('isorag-relay: '):]}; "
+                        "without a namespace its ports would be open to the network: allow network namespaces "
+                        "(root, or unprivileged user namespaces), use another Milvus (MILVUS_URI), or set "
+                        "ISORAG_MILVUS_ISOLATION=none to accept the exposure (authentication stays on)"
+                    )
                 raise LocalServerError(
                     f"the local Milvus (pid {pid}, home {self.home}) exited during start-up\n"
                     + self.log_tail()
                 )
-            if self._healthz(metrics_port) and self._client_ok(port):
+            if self._healthz(metrics_port) and self._ready_with_secret(port):
                 return
             if time.monotonic() > deadline:
+                why = f" ({self._not_ready})" if self._not_ready else ""
                 raise LocalServerError(
                     f"the local Milvus (pid {pid}, home {self.home}) did not become ready on "
-                    f"127.0.0.1:{port} in time\n" + self.log_tail()
+                    f"127.0.0.1:{port} in time{why}\n" + self.log_tail()
                 )
             time.sleep(0.25)
 
@@ -403,7 +695,7 @@ class LocalMilvus:
 
         alias = f"isorag-warm-{uuid.uuid4().hex[:12]}"
         try:
-            connections.connect(alias=alias, uri=f"http://127.0.0.1:{port}", timeout=5)
+            connections.connect(alias=alias, uri=f"http://127.0.0.1:{port}", token=self.token, timeout=5)
             for name in utility.list_collections(timeout=10, using=alias):
                 left = int(deadline - time.monotonic())
                 if left < 1:
@@ -456,7 +748,8 @@ class LocalMilvus:
                         f"the local Milvus of {self.home} is already running on port {port}, "
                         f"not {self.port} (stop it first: isorag milvus stop)"
                     )
-                self._wait_ready(pid, port, state.get("metrics_port"), deadline)
+                self._wait_ready(pid, port, None if state.get("isolation") == "netns"
+                                 else state.get("metrics_port"), deadline)
                 return self.uri
             fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -474,6 +767,8 @@ class LocalMilvus:
                 pid, metrics_port = self._launch(fd)
             finally:
                 os.close(fd)  # the server keeps its own copy of the locked descriptor
+            if self._read_state().get("isolation") == "netns":
+                metrics_port = None  # inside the namespace: readiness is the client's answer
             try:
                 self._wait_ready(pid, self.port, metrics_port, deadline)
             except LocalServerError:
@@ -483,6 +778,7 @@ class LocalMilvus:
             return self.uri
 
     def _launch(self, lock_fd: int) -> tuple[int, int]:
+        isolation = _isolation()
         if not _port_free(self.port):
             raise LocalServerError(
                 f"port {self.port} on 127.0.0.1 is in use by another program "
@@ -490,6 +786,9 @@ class LocalMilvus:
             )
         bin_dir = _binary_dir()
         ports = _render_config(self.home, self.port)
+        auth = str(_EXTRA_CONFIG["common.security.authorizationEnabled"]).lower() == "true"
+        if auth:
+            self._ensure_secret()
         self._logs.mkdir(parents=True, exist_ok=True)
         for name in ("milvus-stdout.log", "milvus-stderr.log"):
             log = self._logs / name
@@ -503,19 +802,24 @@ class LocalMilvus:
             METRICS_PORT=str(ports["metrics"]),
             MILVUSCONF=str(self.home / "configs"),
             ETCD_CONFIG_PATH=str(self.home / "configs" / "embed-etcd.yaml"),
-            LD_LIBRARY_PATH=str(bin_dir),
         )
+        command = [str(bin_dir / "milvus"), "run", "standalone", "-alias", _alias(self.home)]
+        if isolation == "netns":
+            command = [sys.executable, "-I", str(_RELAY), str(self.port), "--", *command]
+            # the relay hands both on to Milvus only (its bundled libraries are not Python's)
+            env.update(ISORAG_MILVUS_LIBS=str(bin_dir), ISORAG_PASS_FDS=str(lock_fd))
+        else:
+            env.update(LD_LIBRARY_PATH=str(bin_dir))
         # sh backgrounds the server and exits at once: the server is re-parented (never our child,
         # so never our zombie), runs in its own session, and inherits the locked descriptor.
-        script = '"$1" run standalone -alias "$2" </dev/null >"$3" 2>"$4" & echo $!'
+        script = 'out=$1 err=$2; shift 2; "$@" </dev/null >"$out" 2>"$err" & echo $!'
         try:
             out = subprocess.run(
                 [
                     "/bin/sh", "-c", script, "sh",
-                    str(bin_dir / "milvus"),
-                    _alias(self.home),
                     str(self._logs / "milvus-stdout.log"),
                     str(self._logs / "milvus-stderr.log"),
+                    *command,
                 ],
                 cwd=self.home, env=env, pass_fds=(lock_fd,), start_new_session=True,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, check=True, text=True,
@@ -526,7 +830,7 @@ class LocalMilvus:
         state = {
             "pid": pid, "port": self.port, "metrics_port": ports["metrics"], "ports": ports,
             "home": str(self.home), "version": VERSION, "binary": str(bin_dir / "milvus"),
-            "started_at": time.time(),
+            "started_at": time.time(), "auth": auth, "isolation": isolation,
         }
         tmp = self._state_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(state, indent=2))
@@ -561,7 +865,8 @@ class LocalMilvus:
         pid = self._running_pid()
         if pid is None:
             return False
-        # SIGTERM; Milvus force-quits after common.gracefulStopTimeout (5 s here), so a server
+        server_pid = _server_pid(pid)
+        # SIGTERM (the relay passes it on); Milvus force-quits after common.gracefulStopTimeout (5 s here), so a server
         # still there after 20 s is stuck (seen in cgo calls) and gets SIGKILL: its data is
         # in the WAL (rocksmq) and storage either way.
         if not self._kill(pid, min(timeout, 20)):
@@ -574,7 +879,7 @@ class LocalMilvus:
         for leftover in (
             Path("/run/milvus") / f"standalone-{_alias(self.home)}.pid",
             Path("/tmp/milvus") / f"standalone-{_alias(self.home)}.pid",
-            Path("/tmp/milvus") / f"server_id_{pid}",
+            Path("/tmp/milvus") / f"server_id_{server_pid}",
         ):
             try:
                 leftover.unlink()
@@ -597,8 +902,13 @@ class LocalMilvus:
             "ok": ok,
         }
         if pid:
-            info["rss_bytes"] = _rss_bytes(pid)
+            info["server_pid"] = _server_pid(pid)
+            info["rss_bytes"] = _rss_bytes(info["server_pid"])
             info["started_at"] = state.get("started_at")
+            # a server started by an earlier isorag runs without both until its next start
+            info["auth"] = bool(state.get("auth"))
+            info["isolation"] = state.get("isolation", "none")
+        info["secret"] = str(self.secret_path) if self.secret_path.exists() else None
         return info
 
 
@@ -637,20 +947,58 @@ def cli_status() -> None:
         mem = f", RSS {rss / 2**20:.0f} MiB" if rss else ""
         health = "ok" if st["ok"] else "NOT answering"
         print(f"Milvus {st['version']} running at {st['uri']} (pid {st['pid']}{mem}): {health}")
+        if st["auth"]:
+            print(f"authentication: on (root's password in {st['secret']}, mode 0600)")
+        else:
+            print("authentication: OFF (started by an earlier isorag; it is turned on at the next start: "
+                  "isorag milvus stop, then isorag milvus start)")
+        if st["isolation"] == "netns":
+            print(f"network: only {st['uri']} (the server runs in a network namespace of its own)")
+        else:
+            print("network: EVERY port of the server on all interfaces (no network namespace)")
     else:
         print(f"Milvus is not running (would listen at {st['uri']})")
     print(f"home: {st['home']}")
 
 
+def cli_set_password(wait: float = 120) -> None:
+    """``isorag milvus set-password``: make ``$MILVUS_ROOT_PASSWORD`` root's password on ``$MILVUS_URI``.
+
+    For a Milvus that isorag does not start (docker/compose.yml runs it once, before the engine): changes
+    the default password, and does nothing when the password is already set. The password comes from the
+    environment only (a command line is visible to every user of the machine). Waits up to ``wait``
+    seconds for the server to answer."""
+    uri = os.environ.get("MILVUS_URI", "").strip()
+    password = os.environ.get("MILVUS_ROOT_PASSWORD", "")
+    if not uri:
+        raise ConfigError(
+            "set MILVUS_URI to the Milvus whose root password to set (the local server's is isorag's own, "
+            f"in {LocalMilvus().secret_path})"
+        )
+    if not password:
+        raise ConfigError("set MILVUS_ROOT_PASSWORD to the password to give root (not on the command line)")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            changed = set_root_password(uri, password)
+            break
+        except StoreUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    verb = "set" if changed else "was already set"
+    print(f"root's password on {mask_uri(uri)} {verb}; clients use MILVUS_TOKEN=root:<that password>")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    commands = {"start": cli_start, "stop": cli_stop, "status": cli_status}
+    commands = {"start": cli_start, "stop": cli_stop, "status": cli_status, "set-password": cli_set_password}
     if len(args) != 1 or args[0] not in commands:
-        print("usage: python -m engine.local_milvus start|stop|status", file=sys.stderr)
+        print("usage: python -m engine.local_milvus start|stop|status|set-password", file=sys.stderr)
         return 2
     try:
         commands[args[0]]()
-    except LocalServerError as exc:
+    except (ConfigError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -47,6 +47,7 @@ import numpy as np
 
 from engine._config import check_kg_name
 from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUnavailableError
+from engine._secrets import mask_uri, register
 
 KINDS = ("entities", "relations", "types")
 _PK = {"entities": "eid", "relations": "rid", "types": "tid"}
@@ -219,7 +220,12 @@ class VectorStore:
         self._closed = False
 
         kwargs: dict[str, Any] = {"uri": self.uri, "timeout": timeout}
+        if not token and not self.lite:
+            from engine.local_milvus import local_token
+
+            token = local_token(self.uri)  # this machine's local server: its secret
         if token:
+            register(token)
             kwargs["token"] = token
         if self.lite:
             try:
@@ -250,7 +256,7 @@ class VectorStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"VectorStore(uri={self.uri!r}, kg={self.kg!r}, model={self.model!r}, dim={self.dim})"
+        return f"VectorStore(uri={mask_uri(self.uri)!r}, kg={self.kg!r}, model={self.model!r}, dim={self.dim})"
 
     def _wrap(self, what: str, exc: BaseException) -> StoreError:
         reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
