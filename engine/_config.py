@@ -342,7 +342,8 @@ _LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
 def check_environment() -> None:
     """Check the variables that the local servers read (``ISORAG_HOME``, ``ISORAG_NEO4J_*``,
-    ``ISORAG_MILVUS_*``) and the engine's own (:meth:`EngineConfig.from_env`), before anything starts.
+    ``ISORAG_MILVUS_*``), the engine's own (:meth:`EngineConfig.from_env`) and the LLM's
+    (:meth:`engine.llm.LLMConfig.from_env`), before anything starts.
 
     Raises a ConfigError naming the first bad variable."""
     env = os.environ
@@ -362,3 +363,6 @@ def check_environment() -> None:
     if raw and raw.strip().lower() not in _LOG_LEVELS:
         raise ConfigError(f"ISORAG_MILVUS_LOG_LEVEL={raw!r}: use one of {', '.join(_LOG_LEVELS)}")
     EngineConfig.from_env()
+    from engine.llm import LLMConfig
+
+    LLMConfig.from_env()  # ISORAG_LLM_*, OPENAI_*

@@ -62,6 +62,7 @@ def _int_type(lo: int, hi: int | None = None) -> Callable[[str], int]:
         return n
 
     parse.__name__ = "integer"
+    parse.bounds = (lo, hi, False, True)  # type: ignore[attr-defined]  # (lo, hi, lo_open, integer): for tests
     return parse
 
 
@@ -82,6 +83,7 @@ def _float_type(lo: float, hi: float | None = None, *, lo_open: bool = False) ->
         return x
 
     parse.__name__ = "number"
+    parse.bounds = (lo, hi, lo_open, False)  # type: ignore[attr-defined]
     return parse
 
 
@@ -167,8 +169,10 @@ def _pattern_type(text: str) -> str:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise argparse.ArgumentTypeError(f"pattern on stdin: not valid UTF-8: byte 0x{data[e.start]:02x}") from None
-    elif not text.lstrip().startswith(("{", "[")) and os.path.lexists(text):
+    elif not text.lstrip().startswith(("{", "[")):
         p = Path(text)
+        if not os.path.lexists(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is neither pattern JSON nor a file")
         if p.is_dir():
             raise argparse.ArgumentTypeError(f"pattern file {text!r} is a directory, not a file")
         text = _read_text(p, "pattern file")
@@ -810,6 +814,8 @@ def _os_error(e: OSError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # the model's loading bars would come between a command's error and the user (stderr is for errors)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     debug = os.environ.get("ISORAG_DEBUG", "").strip() not in ("", "0")
 
     def error(message: str, status: int = EXIT_ERROR, internal: bool = False) -> int:

@@ -58,8 +58,14 @@ def check_model_config(name: str, config: dict[str, Any]) -> None:
     for key, value in config.items():
         if key not in params:
             raise ConfigError(f"{cls.__name__} has no setting {key!r}; its settings: {', '.join(params)}")
-        default = params[key].default
-        if default is None or default is inspect.Parameter.empty:
+        default = shown = params[key].default
+        if default is None:  # judged by the annotation instead ("int | None": an integer or null)
+            kinds = {t.strip() for t in str(params[key].annotation).split("|")}
+            plain = {"int": 0, "float": 0.0, "bool": False, "str": ""}
+            if value is None or "None" not in kinds or not kinds - {"None"} <= plain.keys() or len(kinds) != 2:
+                continue
+            default = plain[(kinds - {"None"}).pop()]
+        if default is inspect.Parameter.empty:
             continue
         if isinstance(default, bool):
             ok, kind = isinstance(value, bool), "true or false"
@@ -71,7 +77,7 @@ def check_model_config(name: str, config: dict[str, Any]) -> None:
         else:
             ok, kind = isinstance(value, type(default)), f"a {type(default).__name__}"
         if not ok:
-            raise ConfigError(f"{cls.__name__} setting {key}={value!r}: must be {kind} (default {default!r})")
+            raise ConfigError(f"{cls.__name__} setting {key}={value!r}: must be {kind} (default {shown!r})")
 
 
 def make_model(name: str, dim: int, **config: Any) -> Any:

@@ -130,7 +130,9 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no question file at {path}")
+    paths_from = "the relation paths"
     if relation_paths is not None and not isinstance(relation_paths, (list, tuple)):
+        paths_from = f"{relation_paths}"
         relation_paths = read_relation_paths(relation_paths)
     fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
     out: list[QARecord] = []
@@ -173,7 +175,7 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
             out.append(QARecord(q, topics, answers, None, hops, src))
         if relation_paths is not None:
             if lineno > len(relation_paths):
-                raise InputError(f"the relation paths have {len(relation_paths)} lines, {path} more")
+                raise InputError(f"{paths_from} has {len(relation_paths)} lines of relation paths, {path} more")
             if relation_paths[lineno - 1]:
                 out[-1].relation_path = list(relation_paths[lineno - 1])
     return out
