@@ -91,8 +91,9 @@ class Engine:
         if self._kg_found:
             return
         with self._lock:
-            # the relation catalog is what retrieval reads first anyway (cached); counts only when it is empty
-            in_neo4j = bool(self.graph.relation_catalog()) or any(self.graph.stats()[k] for k in _COUNTED)
+            # the relation catalog is what retrieval reads first anyway (then cached; read afresh here, as another
+            # process may have loaded the KG since), the counts only when it is empty
+            in_neo4j = bool(self.graph.relation_catalog(refresh=True)) or any(self.graph.stats()[k] for k in _COUNTED)
             if in_neo4j and not vectors:
                 return
             in_milvus = bool(self.vectors.existing_kinds())

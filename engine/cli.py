@@ -495,6 +495,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from engine.jobs import format_summary, run_verify_job
 
+    if Path(args.out).resolve() == Path(args.claims).resolve():
+        raise ConfigError(f"--out {args.out} is the claims file: verdicts go to a file of their own")
     with _engine(args, k_node=args.k_node, k_rel=args.k_rel, deadline_s=args.deadline) as eng:
         summary = run_verify_job(eng, args.claims, args.out, concurrency=args.concurrency, shard=args.shard,
                                  fmt=args.format, retry_failed=args.retry_failed, progress=not args.quiet,
@@ -528,6 +530,9 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
         raise ConfigError("train-scorer: give one --relation-paths file per --qa file")
     config = dict(args.set or [])
     check_model_config(args.model, config)
+    from engine.scoring.device import resolve_device
+
+    resolve_device(args.device)  # cuda asked for where there is none: said now, not after the data is ready
     settings = TrainSettings(epochs=args.epochs, patience=args.patience, lr=args.lr, batch_questions=args.batch,
                              recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
                              threads=args.threads, device=args.device, pos_weight=args.pos_weight,

@@ -157,7 +157,8 @@ def flag_of(action: argparse.Action) -> str:
     return max(action.option_strings, key=len) if action.option_strings else action.dest
 
 
-NUMERIC = [(name, flag_of(a), a.type.bounds) for name, a in options() if hasattr(a.type, "bounds")]  # type: ignore[union-attr]
+NUMERIC = [(name, flag_of(a), a.type.bounds)  # type: ignore[union-attr]
+           for name, a in options() if hasattr(a.type, "bounds")]
 PATH_TYPES = {cli._in_file: "in", cli._source: "source", cli._out_file: "out", cli._pattern_type: "pattern"}
 PATHS = [(name, flag_of(a), PATH_TYPES[a.type]) for name, a in options() if a.type in PATH_TYPES]
 
@@ -350,6 +351,7 @@ def test_bad_kg_names_are_refused_by_every_command(name: str, files: Files,
     (["ask", "who directed Heat", "--kg", KG, "--no-llm"], "ISORAG_LLM_BASE_URL"),
     (["eval", "ITEMS", "--kg", KG, "--pattern", "llm", "--no-llm"], "needs an LLM"),
     (["train-scorer", "--qa", "QA", "--relation-paths", "QA", "QA", "--out", "OUT"], "one --relation-paths file"),
+    (["verify", "CLAIMS", "--out", "CLAIMS"], "is the claims file"),
 ])
 def test_bad_combinations_are_refused(args: list[str], needle: str, files: Files,
                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -453,6 +455,35 @@ def test_generated_bad_uris_are_refused(uri: str, which: str, files: Files, monk
         env.setenv(which, uri)
         rc, out, err = run(argv(files, "stats"), capsys)
     assert_one_line_error(rc, out, err, which)
+
+
+def test_a_device_that_is_not_here_is_refused_before_training(files: Files,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.scoring.device import WITH_CUDA
+
+    if WITH_CUDA:
+        pytest.skip("this machine has CUDA")
+    rc, out, err = run(argv(files, "train-scorer", "--device", "cuda:0"), capsys)
+    assert_one_line_error(rc, out, err, "CUDA is not available")
+
+
+def test_unreachable_servers_are_one_line(files: Files, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    for uri in (DEAD_NEO4J, "bolt://no-such-host.invalid:7687"):
+        monkeypatch.setenv("NEO4J_URI", uri)
+        t0 = time.monotonic()
+        rc, out, err = run(argv(files, "stats"), capsys)
+        assert rc == EXIT_ERROR and err.splitlines() == [err.strip()] and "Traceback" not in err
+        assert err.startswith(f"isorag: error: Neo4j is unavailable at {uri}") and time.monotonic() - t0 < 30
+
+
+@pytest.mark.integration
+def test_unreachable_milvus_is_one_line(files: Files, neo4j_uri: str, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("NEO4J_URI", neo4j_uri)  # (read first, and fine)
+    rc, out, err = run(argv(files, "stats"), capsys)
+    assert rc == EXIT_ERROR and err.splitlines() == [err.strip()] and "Traceback" not in err
+    assert err.startswith(f"isorag: error: Milvus is unavailable at {DEAD_MILVUS}")
 
 
 # -- exit statuses, the last resort ---------------------------------------------------------------------------

@@ -150,7 +150,8 @@ def test_a_kg_in_neo4j_only(stores: Any, tmp_path: Path, capsys: pytest.CaptureF
     kg = missing_kg()
     eng = stores.engine(kg)
     try:
-        BulkLoader(eng.graph, None, None, progress=False).load_records([Triple(*t, i) for i, t in enumerate(TRIPLES, 1)], LoadSummary())
+        records = [Triple(*t, i) for i, t in enumerate(TRIPLES, 1)]
+        BulkLoader(eng.graph, None, None, progress=False).load_records(records, LoadSummary())
         before = stores.snapshot(kg)
         assert before["collections"] == [] and before["nodes"] > 0
         rc, out, err = run(["stats", "--kg", kg], capsys)

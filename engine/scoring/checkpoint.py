@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 from engine._errors import CheckpointError, ConfigError
 
-__all__ = ["FORMAT", "MODELS", "ScorerCheckpoint", "check_model_config", "make_model", "relation_fingerprint", "save_checkpoint",
-           "load_checkpoint"]
+__all__ = ["FORMAT", "MODELS", "ScorerCheckpoint", "check_model_config", "make_model", "relation_fingerprint",
+           "save_checkpoint", "load_checkpoint"]
 
 FORMAT = "isorag-scorer/1"
 #: CLI names of the models -> class names
