@@ -381,6 +381,30 @@ def test_bad_content_is_refused_before_anything_starts(command: str, text: str, 
     assert_one_line_error(rc, out, err, needle)
 
 
+def test_strict_load_stops_at_the_first_bad_line_before_anything_starts(files: Files,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    p = files.root / "bad.txt"
+    p.write_text("no delimiter here\nHeat|directed_by|Michael Mann\n")
+    rc, out, err = run(argv(files, "load", "path", str(p)) + ["--strict"], capsys)
+    assert_one_line_error(rc, out, err, f"{p}:1: wrong field count")
+
+
+@pytest.mark.integration
+def test_a_load_with_nothing_to_load_writes_nothing(make_engine: Any, tmp_path: Path) -> None:
+    """The API refuses it too, before the schema or a collection is made."""
+    from engine._errors import InputError
+    from pymilvus import utility
+
+    eng = make_engine()
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"caf\xe9|r|x\nno delimiter\n")
+    with pytest.raises(InputError, match="every line was skipped"):
+        eng.load(p, "hrt", progress=False)
+    assert eng.vectors.existing_kinds() == []
+    assert not any(eng.kg in n for n in utility.list_collections(using=eng.vectors._alias))
+    assert eng.graph.stats()["entities"] == 0
+
+
 def test_skip_reasons_keep_their_text(files: Files, capsys: pytest.CaptureFixture[str]) -> None:
     """Skipped lines are grouped by kind; a reason is never rewritten ("not valid UTF-N: byte NxeN")."""
     from loaders.bulk import LoadSummary, _Skips
