@@ -8,7 +8,7 @@ Exit statuses:
 
     0    done
     1    done, but the result is not clean: the stores disagree (``stats``), malformed rows or failed claims
-         (``verify``), a server that is not running (``neo4j status``, ``milvus status``)
+         (``verify``), a server that is not running (``neo4j status``)
     2    refused, one line ``isorag: error: ...`` on stderr: bad arguments, environment or input, a KG that does
          not exist, a store that cannot be reached (an :class:`~engine._errors.IsoragError`, a usage error or an
          operating-system error such as a file that cannot be written)
@@ -34,9 +34,10 @@ from engine._errors import ConfigError, InputError, IsoragError
 DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo"
 
 EXIT_OK, EXIT_NOT_CLEAN, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 70, 130, 141
-EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, server not
+EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, neo4j status: not
 running); 2 refused: bad arguments, environment or input, missing KG, unreachable store (one line
-'isorag: error: ...' on stderr); 70 internal error (a bug: set ISORAG_DEBUG=1 for the traceback); 130 interrupted"""
+'isorag: error: ...' on stderr); 70 internal error (a bug: set ISORAG_DEBUG=1 for the traceback); 130 interrupted;
+141 output closed early"""
 
 #: caps on arguments, each with its reason
 K_MAX = 16_384  # Milvus' topk
