@@ -381,6 +381,15 @@ def test_bad_content_is_refused_before_anything_starts(command: str, text: str, 
     assert_one_line_error(rc, out, err, needle)
 
 
+def test_compressed_files_that_are_not_are_refused(files: Files, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("kb.txt.gz", "kb.txt.bz2"):
+        p = files.root / name
+        p.write_bytes(b"Heat|directed_by|Michael Mann\n")
+        for fmt in ([], ["--format", "hrt"]):  # found when sniffing the format, and when reading
+            rc, out, err = run(argv(files, "load", "path", str(p)) + fmt, capsys)
+            assert_one_line_error(rc, out, err, f"{p}: cannot read it")
+
+
 def test_strict_load_stops_at_the_first_bad_line_before_anything_starts(files: Files,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     p = files.root / "bad.txt"
