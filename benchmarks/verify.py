@@ -97,10 +97,13 @@ def build_claims(kb: list[tuple[str, str, str]], n: int, seed: int) -> list[dict
 
 
 def ensure_demo(kg: str) -> dict[str, Any]:
-    from engine import Engine
+    from engine import Engine, KGNotFoundError
 
     with Engine(kg=kg, llm=False) as eng:
-        st = eng.stats()
+        try:
+            st = eng.stats()
+        except KGNotFoundError:  # not loaded yet
+            st = {"neo4j": {"triples": 0}, "agree": False}
         if st["neo4j"]["triples"] > 0 and st["agree"]:
             return {"loaded_now": False, "triples": st["neo4j"]["triples"], "entities": st["neo4j"]["entities"]}
         t0 = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine._errors import ConfigError
-from engine._secrets import masked_repr, register
+from engine._secrets import mask_uri, masked_repr, register
 
 DEFAULT_KG = "default"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -27,11 +28,52 @@ DEFAULT_SHOTS = 12
 #: nor ends with ``_``, two KGs can never share a collection (``a_`` and ``a``, ``a__b`` and ``a_b`` would).
 _KG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*")
 KG_NAME_MAX = 64
+#: URI schemes the drivers speak: Bolt for Neo4j (the engine's statements need it; the driver's HTTP preview
+#: fails inside with a KeyError), gRPC over http(s)/tcp/unix for Milvus.
+NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+MILVUS_SCHEMES = ("http", "https", "tcp", "unix")
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 
 def isorag_home() -> Path:
     """Where local servers keep their data (``$ISORAG_HOME``, default ``~/.isorag``)."""
     return Path(os.environ.get("ISORAG_HOME", Path.home() / ".isorag")).expanduser()
+
+
+def _check_uri(uri: Any, what: str, var: str, schemes: tuple[str, ...], example: str) -> None:
+    from urllib.parse import urlsplit
+
+    why = ""
+    if not isinstance(uri, str):
+        why = f"not a string but {type(uri).__name__}"
+    else:
+        try:
+            parts = urlsplit(uri)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+        except ValueError as e:
+            why = str(e)
+        else:
+            if parts.scheme.lower() not in schemes:
+                why = f"scheme {parts.scheme!r} is not supported" if parts.scheme else "no scheme"
+            elif not (parts.hostname or parts.scheme.lower() == "unix" and parts.path):
+                why = "no host"
+    if why:
+        shown = mask_uri(uri) if isinstance(uri, str) else uri
+        raise ConfigError(f"bad {what} URI {shown!r} ({var}): {why}; use {', '.join(s + '://' for s in schemes)}"
+                          f", e.g. {example}")
+
+
+def check_neo4j_uri(uri: str) -> str:
+    _check_uri(uri, "Neo4j", "NEO4J_URI", NEO4J_SCHEMES, "bolt://127.0.0.1:7687")
+    return uri
+
+
+def check_milvus_uri(uri: str) -> str:
+    """A Milvus server's URI, or the path of a Milvus Lite file (``*.db``)."""
+    if isinstance(uri, str) and uri.endswith(".db") and "://" not in uri:
+        return uri
+    _check_uri(uri, "Milvus", "MILVUS_URI", MILVUS_SCHEMES, "http://127.0.0.1:19530 (or a Milvus Lite file *.db)")
+    return uri
 
 
 def check_kg_name(kg: str) -> str:
@@ -59,6 +101,8 @@ class Neo4jSettings:
 
     def __post_init__(self) -> None:
         register(self.password)
+        if self.uri is not None:
+            check_neo4j_uri(self.uri)
 
     def __repr__(self) -> str:
         return masked_repr(self, secret=("password",), uris=("uri",))
@@ -85,6 +129,8 @@ class MilvusSettings:
 
     def __post_init__(self) -> None:
         register(self.token)
+        if self.uri is not None:
+            check_milvus_uri(self.uri)
 
     def __repr__(self) -> str:
         return masked_repr(self, secret=("token",), uris=("uri",))
@@ -125,12 +171,14 @@ class MatchSettings:
     def __post_init__(self) -> None:
         for name in ("k_node", "k_rel", "k_type", "k", "degree_cap", "batch_size"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {v!r}")
         if self.k_node > 16384 or self.k_rel > 16384 or self.k_type > 16384:
             raise ConfigError("k_node, k_rel and k_type are at most 16384 (Milvus' topk limit)")
-        if self.deadline_s <= 0:
-            raise ConfigError(f"deadline_s must be positive, got {self.deadline_s!r}")
+        d = self.deadline_s
+        # nan passes a "<= 0" test and inf never expires: both refused
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or d <= 0:
+            raise ConfigError(f"deadline_s must be a finite number of seconds > 0, got {d!r}")
         if self.injective not in (True, False, "nodes", "edges", "none"):
             raise ConfigError(f"injective must be True, False, 'nodes', 'edges' or 'none', got {self.injective!r}")
 
@@ -240,36 +288,92 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
+        if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device.strip().lower()):
+            raise ConfigError(f"device must be auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
         if isinstance(self.shots, bool) or not isinstance(self.shots, int) or self.shots < 0:
             raise ConfigError(f"shots must be an int >= 0, got {self.shots!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "EngineConfig":
-        kw: dict[str, Any] = {
-            "kg": os.environ.get("ISORAG_KG", DEFAULT_KG),
-            "neo4j": Neo4jSettings.from_env(),
-            "milvus": MilvusSettings.from_env(),
-            "embedding_model": os.environ.get("ISORAG_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
-            "device": os.environ.get("ISORAG_DEVICE", "auto"),
-        }
-        if os.environ.get("ISORAG_FEWSHOT") is not None:
-            kw["fewshot"] = os.environ["ISORAG_FEWSHOT"].strip() or None
-        if os.environ.get("ISORAG_SHOTS"):
+        """From ``ISORAG_KG``, ``NEO4J_*``, ``MILVUS_*``, ``ISORAG_EMBEDDING_MODEL``, ``ISORAG_DEVICE``,
+        ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD`` and ``ISORAG_SCORER``; keyword
+        ``overrides`` win. A bad value is a ConfigError naming its variable."""
+        env = os.environ
+        kw: dict[str, Any] = {}
+
+        def setting(var: str, key: str, make: Any, empty_is_unset: bool = True) -> None:
+            raw = env.get(var)
+            if raw is None or empty_is_unset and not raw.strip() or overrides.get(key) is not None:
+                return
             try:
-                kw["shots"] = int(os.environ["ISORAG_SHOTS"])
-            except ValueError:
-                raise ConfigError(f"ISORAG_SHOTS={os.environ['ISORAG_SHOTS']!r} is not an integer") from None
-        if os.environ.get("ISORAG_VERIFY_THRESHOLD"):
-            try:
-                kw["verify"] = VerifySettings(threshold=float(os.environ["ISORAG_VERIFY_THRESHOLD"]))
-            except ValueError:
-                raise ConfigError(
-                    f"ISORAG_VERIFY_THRESHOLD={os.environ['ISORAG_VERIFY_THRESHOLD']!r} is not a number"
-                ) from None
-        if os.environ.get("ISORAG_SCORER", "").strip():
-            kw["scorer"] = os.environ["ISORAG_SCORER"].strip()
+                kw[key] = make(raw)
+            except (ConfigError, ValueError) as e:
+                raise ConfigError(f"{var}={raw!r}: {e}") from None
+
+        kw["kg"] = DEFAULT_KG
+        setting("ISORAG_KG", "kg", check_kg_name)
+        if overrides.get("neo4j") is None:
+            kw["neo4j"] = Neo4jSettings.from_env()  # (a bad NEO4J_URI / MILVUS_URI is named by the check)
+        if overrides.get("milvus") is None:
+            kw["milvus"] = MilvusSettings.from_env()
+        setting("ISORAG_EMBEDDING_MODEL", "embedding_model", str.strip)
+        setting("ISORAG_DEVICE", "device", _check_device)
+        setting("ISORAG_FEWSHOT", "fewshot", lambda v: v.strip() or None, empty_is_unset=False)
+        setting("ISORAG_SHOTS", "shots", _int_at_least(0))
+        setting("ISORAG_VERIFY_THRESHOLD", "verify", lambda v: VerifySettings(threshold=float(v)))
+        setting("ISORAG_SCORER", "scorer", str.strip)
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 
     def with_(self, **changes: Any) -> "EngineConfig":
         return replace(self, **changes)
+
+
+def _check_device(value: str) -> str:
+    if not _DEVICE.fullmatch(value.strip().lower()):
+        raise ConfigError("use auto, cpu, mps, cuda or cuda:N")
+    return value.strip()
+
+
+def _int_at_least(lo: int) -> Any:
+    def parse(value: str) -> int:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            raise ConfigError("not an integer") from None
+        if n < lo:
+            raise ConfigError(f"must be at least {lo}")
+        return n
+    return parse
+
+
+_MEMORY = re.compile(r"\s*\d+\s*[kmgt]?i?b?\s*", re.IGNORECASE)
+_LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+
+def check_environment() -> None:
+    """Check the variables that the local servers read (``ISORAG_HOME``, ``ISORAG_NEO4J_*``,
+    ``ISORAG_MILVUS_*``), the engine's own (:meth:`EngineConfig.from_env`) and the LLM's
+    (:meth:`engine.llm.LLMConfig.from_env`), before anything starts.
+
+    Raises a ConfigError naming the first bad variable."""
+    env = os.environ
+    for var in ("ISORAG_NEO4J_PORT", "ISORAG_MILVUS_PORT"):
+        raw = env.get(var, "").strip()
+        if raw and not (raw.isdigit() and 1 <= int(raw) <= 65535):
+            raise ConfigError(f"{var}={raw!r}: not a port number (1-65535)")
+    for var in ("ISORAG_NEO4J_HEAP", "ISORAG_NEO4J_PAGECACHE"):
+        raw = env.get(var, "")
+        if raw and not _MEMORY.fullmatch(raw):
+            raise ConfigError(f"{var}={raw!r}: not a memory size (use e.g. 512m, 2g)")
+    for var in ("ISORAG_HOME", "ISORAG_NEO4J_HOME"):
+        raw = env.get(var, "")
+        if raw and Path(raw).expanduser().exists() and not Path(raw).expanduser().is_dir():
+            raise ConfigError(f"{var}={raw!r}: exists and is not a directory")
+    raw = env.get("ISORAG_MILVUS_LOG_LEVEL", "")
+    if raw and raw.strip().lower() not in _LOG_LEVELS:
+        raise ConfigError(f"ISORAG_MILVUS_LOG_LEVEL={raw!r}: use one of {', '.join(_LOG_LEVELS)}")
+    EngineConfig.from_env()
+    from engine.llm import LLMConfig
+
+    LLMConfig.from_env()  # ISORAG_LLM_*, OPENAI_*

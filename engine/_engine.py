@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine._config import EngineConfig
+from engine._errors import ConfigError, KGNotFoundError
 from engine._secrets import mask_uri
+
+_COUNTED = ("entities", "relations", "types")
 
 
 class Engine:
@@ -40,6 +43,7 @@ class Engine:
         self._fewshot: dict[str, list[dict[str, Any]]] = {}
         self._scorer: Any = None
         self._features: Any = None
+        self._kg_found = False  # require_kg passed (reset by load and drop)
 
     # -- components (lazy: a component starts or connects at first use) -------------------------------
     @property
@@ -66,6 +70,8 @@ class Engine:
 
     @property
     def vectors(self) -> Any:
+        """The KG's :class:`~engine.vectors.VectorStore`. Opening it creates nothing: collections are made by the
+        write paths (loads, adoption), so a read of a KG that does not exist leaves Milvus as it was."""
         with self._lock:
             if self._vectors is None:
                 from engine.vectors import VectorStore
@@ -78,8 +84,25 @@ class Engine:
                 emb = self.embedder
                 self._vectors = VectorStore(uri, token=self.config.milvus.token, kg=self.config.kg,
                                             model=emb.slug, dim=emb.dim)
-                self._vectors.ensure_collections()
             return self._vectors
+
+    def require_kg(self, *, vectors: bool = True) -> None:
+        """Raise :class:`~engine._errors.KGNotFoundError` unless this KG exists in Neo4j and (``vectors``) in
+        Milvus. Every read path checks this once per engine: a read never creates a KG, a load does."""
+        if self._kg_found:
+            return
+        with self._lock:
+            # the relation catalog is what retrieval reads first anyway (then cached; read afresh here, as another
+            # process may have loaded the KG since), the counts only when it is empty
+            in_neo4j = bool(self.graph.relation_catalog(refresh=True)) or any(self.graph.stats()[k] for k in _COUNTED)
+            if in_neo4j and not vectors:
+                return
+            in_milvus = bool(self.vectors.existing_kinds())
+            if in_neo4j and in_milvus:
+                self._kg_found = True
+                return
+            raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri, in_neo4j=in_neo4j,
+                                  in_milvus=in_milvus and vectors)
 
     # -- loading -------------------------------------------------------------------------------------
     def load(self, path: str | Path, fmt: str | None = None, *, strict: bool = False, progress: bool = True,
@@ -112,6 +135,7 @@ class Engine:
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
         self._matcher = None  # relation catalog changed
         self._features = None
+        self._kg_found = False
         return summary
 
     def load_existing(self, label: str, key: str, name: str | None = None, *, progress: bool = True,
@@ -122,21 +146,27 @@ class Engine:
         summary = embed_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
                                  progress=progress, batch_size=batch_size)
         self._matcher = None
+        self._kg_found = False
         return summary
 
     def stats(self) -> dict[str, Any]:
-        """Counts from both stores and whether they agree. ``milvus.duplicates``: vector rows stored twice under one
-        id, per kind (looked for where Milvus has more rows than Neo4j has items; a load run again removes them)."""
-        kinds = ("entities", "relations", "types")
+        """Counts from both stores and whether they agree. ``exists`` per store: whether it holds anything of
+        this KG (Milvus: any of its collections); a KG in one store only never agrees. A KG in neither is a
+        :class:`~engine._errors.KGNotFoundError`. ``milvus.duplicates``: vector rows stored twice under one id,
+        per kind (looked for where Milvus has more rows than Neo4j has items; a load run again removes them)."""
         g = self.graph.stats()
-        v = {kind: self.vectors.count(kind) for kind in kinds}
-        dup = {kind: self.vectors.excess_rows(kind) for kind in kinds if v[kind] > g[kind]}
+        in_neo4j = any(g[k] for k in _COUNTED)
+        in_milvus = bool(self.vectors.existing_kinds())
+        if not in_neo4j and not in_milvus:
+            raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
+        v = {kind: self.vectors.count(kind) for kind in _COUNTED}
+        dup = {kind: self.vectors.excess_rows(kind) for kind in _COUNTED if v[kind] > g[kind]}
         return {
             "kg": self.kg,
-            "neo4j": {"uri": mask_uri(self.graph.uri), **g},
-            "milvus": {"uri": mask_uri(getattr(self.vectors, "uri", self.config.milvus.uri)), **v,
+            "neo4j": {"uri": mask_uri(self.graph.uri), "exists": in_neo4j, **g},
+            "milvus": {"uri": mask_uri(self.vectors.uri), "exists": in_milvus, **v,
                        "duplicates": {k: n for k, n in dup.items() if n}},
-            "agree": all(g[k] == v[k] for k in kinds),
+            "agree": in_neo4j and in_milvus and all(g[k] == v[k] for k in _COUNTED),
         }
 
     def drop(self) -> None:
@@ -148,6 +178,7 @@ class Engine:
         self._vectors = None
         self._matcher = None
         self._features = None
+        self._kg_found = False
 
     # -- retrieval -------------------------------------------------------------------------------------
     @property
@@ -156,6 +187,7 @@ class Engine:
             if self._matcher is None:
                 from engine.retrieval import Retriever
 
+                self.require_kg()
                 self._matcher = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
             return self._matcher
 
@@ -168,6 +200,7 @@ class Engine:
         """
         from dataclasses import replace
 
+        _check_k(k)
         settings = replace(self.config.match, **match) if match else self.config.match
         return self.retriever.retrieve(pattern, k=k, settings=settings)
 
@@ -184,6 +217,7 @@ class Engine:
                 from engine.scoring.device import resolve_device
                 from engine.scoring.service import ScoringService
 
+                self.require_kg()
                 emb = self.embedder
                 ckpt = load_checkpoint(self.config.scorer, kg=self.kg, embedding_slug=emb.slug, emb_dim=emb.dim,
                                        relation_types=sorted(self.graph.relation_types()),
@@ -211,6 +245,7 @@ class Engine:
             if self._features is None:
                 from engine.scoring.features import FeatureStore
 
+                self.require_kg()
                 self._features = FeatureStore(self.vectors, self.graph, self.embedder.dim,
                                               capacity=self.config.scoring.cache_entities)
             return self._features
@@ -228,6 +263,7 @@ class Engine:
         """Train a triple scorer on this KG (:func:`engine.scoring.train.train_scorer`); returns a TrainResult."""
         from engine.scoring.train import train_scorer
 
+        self.require_kg()
         return train_scorer(self, qa, model=model, out=out, **kw)
 
     def _need_scorer(self) -> Any:
@@ -279,6 +315,7 @@ class Engine:
         ``Answer.failed_stage`` / ``Answer.error``. ``match`` overrides MatchSettings fields for this call."""
         from engine.answering import ask
 
+        _check_k(k)
         return ask(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
 
     async def aask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
@@ -286,6 +323,7 @@ class Engine:
         """The async twin of :meth:`ask`."""
         from engine.answering import aask
 
+        _check_k(k)
         return await aask(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
 
     def ask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
@@ -309,6 +347,7 @@ class Engine:
         the rule of :mod:`engine.answering` (``threshold`` overrides ``config.verify.threshold``)."""
         from engine.answering import verify
 
+        _check_k(k)
         return verify(self, claim, pattern=pattern, k=k, threshold=threshold, raise_errors=raise_errors, **match)
 
     async def averify(self, claim: str, *, pattern: Any = None, k: int | None = None,
@@ -316,6 +355,7 @@ class Engine:
         """The async twin of :meth:`verify`."""
         from engine.answering import averify
 
+        _check_k(k)
         return await averify(self, claim, pattern=pattern, k=k, threshold=threshold, raise_errors=raise_errors,
                              **match)
 
@@ -354,6 +394,12 @@ class Engine:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _check_k(k: Any) -> None:
+    # None is the configured default; 0 or a negative k would silently mean the default or nothing
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ConfigError(f"k (subgraphs to return) must be a positive integer, got {k!r}")
 
 
 def _load_fewshot(source: str | None, kind: str, shots: int) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
     IsoragError
     +-- ConfigError                 bad or missing configuration
     |   +-- OfflineImportError      an offline import that cannot run here (a database that is not empty, ...)
+    |   +-- KGNotFoundError         a read of a KG that is not in the stores (names both, says which holds it)
     +-- StoreError                  Neo4j or Milvus
     |   +-- StoreUnavailableError   dead or unreachable server (names the URI)
     |   +-- SchemaMismatchError     e.g. embedding dimension vs an existing collection
@@ -43,6 +44,28 @@ class ConfigError(IsoragError):
 class OfflineImportError(ConfigError):
     """The offline import cannot run here: the local Neo4j's database is not empty, or the engine uses a remote
     server (see :mod:`loaders.offline`)."""
+
+
+class KGNotFoundError(ConfigError):
+    """A read of a KG that does not exist: in neither store, or only in the one that the read does not need.
+
+    ``in_neo4j`` / ``in_milvus`` say what each store holds of it; reads never create a KG, loads do.
+    """
+
+    def __init__(self, kg: str, neo4j_uri: str, milvus_uri: str, *, in_neo4j: bool = False,
+                 in_milvus: bool = False) -> None:
+        self.kg, self.neo4j_uri, self.milvus_uri = kg, neo4j_uri, milvus_uri
+        self.in_neo4j, self.in_milvus = in_neo4j, in_milvus
+        if in_neo4j:
+            msg = (f"KG {kg!r} exists in Neo4j at {neo4j_uri} but has no vectors in Milvus at {milvus_uri}: "
+                   "run its load again to embed it")
+        elif in_milvus:
+            msg = (f"KG {kg!r} has vectors in Milvus at {milvus_uri} but does not exist in Neo4j at {neo4j_uri}: "
+                   f"drop it (isorag drop --kg {kg} --yes) and load it again")
+        else:
+            msg = (f"KG {kg!r} does not exist in Neo4j at {neo4j_uri} nor in Milvus at {milvus_uri}: "
+                   f"load it first (isorag load --kg {kg} FILE)")
+        super().__init__(msg)
 
 
 class StoreError(IsoragError):
@@ -124,6 +147,7 @@ __all__ = [
     "IsoragError",
     "ConfigError",
     "OfflineImportError",
+    "KGNotFoundError",
     "StoreError",
     "StoreUnavailableError",
     "SchemaMismatchError",

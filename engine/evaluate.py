@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from engine._errors import InputError, MalformedInputError
+
 METRICS = ("hits1_lenient", "hits1_strict", "hit", "macro_f1", "gt_recall", "gt_precision", "gt_f1",
            "answer_recall", "verify_accuracy")
 
@@ -111,54 +113,88 @@ def _pq_answers(field: str) -> list[str]:
 
 
 def read_items(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Items ``{id, question, answers, pattern?, triples?, shape, hops, claims?}`` from any supported format."""
+    """Items ``{id, question, answers, pattern?, triples?, shape, hops, claims?}`` from any supported format.
+
+    A file that cannot be read, is not UTF-8, is empty or has a line that is not an item of its format is an
+    InputError (``file:line: reason`` for a bad line)."""
     path = Path(path)
-    items: list[dict[str, Any]] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedInputError(path, raw.count(b"\n", 0, e.start) + 1,
+                                  f"not valid UTF-8: byte 0x{raw[e.start]:02x}") from None
+    lines = text.splitlines()
     first = next((ln for ln in lines if ln.strip()), "")
+    if not first:
+        raise InputError(f"{path}: no items in it")
     if first.lstrip().startswith("{"):
-        for ln in lines:
-            if not ln.strip():
-                continue
-            r = json.loads(ln)
-            claims = [{"claim": r["claim"], "pattern": r.get("claim_pattern"), "label": r.get("label", "SUPPORTED")}] \
-                if r.get("claim") else []
-            claims += [{"claim": c["claim"], "pattern": c.get("pattern"), "label": c.get("label", "REFUTED")}
-                       for c in r.get("corrupted", [])]
-            items.append({"id": r.get("id", str(len(items))), "question": r.get("paraphrased_question") or r["question"],
-                          "answers": r.get("answers") or [r.get("answer")], "pattern": r.get("pattern"),
-                          "triples": r.get("full_triples") or r.get("triples") or [],
-                          "shape": r.get("shape", "?"), "hops": r.get("hops", "?"), "claims": claims})
-    elif first.count("\t") >= 2 and "#" in first.split("\t")[2]:  # PathQuestion
-        for i, ln in enumerate(lines):
-            q, ans, path_s = ln.split("\t")[:3]
-            parts = [p for p in path_s.split("#")]
-            if "<end>" in parts:
-                parts = parts[: parts.index("<end>")]
-            triples = [[parts[j], parts[j + 1], parts[j + 2]] for j in range(0, len(parts) - 2, 2)]
-            n = len(triples)
-            label = {0: parts[0]}
-            for j in range(1, n + 1):
-                label[j] = f"UNKNOWN {j}"
-            pattern = [[label[j], triples[j][1], label[j + 1]] for j in range(n)]
-            items.append({"id": str(i), "question": q, "answers": _pq_answers(ans), "pattern": {"triples": pattern},
-                          "triples": triples, "shape": f"path{n}", "hops": n, "claims": []})
-    else:  # MetaQA
-        hop_m = re.search(r"(\d)-hop", str(path))
-        hop = int(hop_m.group(1)) if hop_m else "?"
-        qtypes: list[str] | None = None
-        qt = path.with_name(path.stem + "_qtype.txt")
-        gold_pattern = _metaqa_gold()
-        if qt.exists() and gold_pattern is not None:
-            qtypes = qt.read_text(encoding="utf-8").splitlines()
-        for i, ln in enumerate(lines):
-            q, ans = ln.split("\t")[:2]
-            m = re.search(r"\[([^\]]+)\]", q)
-            pattern = gold_pattern(qtypes[i].strip(), m.group(1)) if qtypes and m and gold_pattern else None
-            items.append({"id": str(i), "question": q.replace("[", "").replace("]", ""), "answers": ans.split("|"),
-                          "pattern": pattern, "triples": [], "shape": qtypes[i].strip() if qtypes else f"{hop}-hop",
-                          "hops": hop, "claims": []})
-    return items[:limit] if limit else items
+        fmt, parse = "isorag synth JSON Lines", _synth_item
+    elif first.count("\t") >= 2 and "#" in first.split("\t")[2]:
+        fmt, parse = "PathQuestion", _pq_item
+    else:
+        fmt, parse = "MetaQA", _metaqa_reader(path)
+    items: list[dict[str, Any]] = []
+    for i, ln in enumerate(lines):
+        if limit and len(items) >= limit:
+            break
+        if not ln.strip():
+            continue
+        try:
+            items.append(parse(i, ln, len(items)))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            raise MalformedInputError(path, i + 1, f"not a {fmt} item ({type(e).__name__}: {e})") from e
+    return items
+
+
+def _synth_item(i: int, ln: str, n: int) -> dict[str, Any]:
+    r = json.loads(ln)
+    claims = [{"claim": r["claim"], "pattern": r.get("claim_pattern"), "label": r.get("label", "SUPPORTED")}] \
+        if r.get("claim") else []
+    claims += [{"claim": c["claim"], "pattern": c.get("pattern"), "label": c.get("label", "REFUTED")}
+               for c in r.get("corrupted", [])]
+    return {"id": r.get("id", str(n)), "question": r.get("paraphrased_question") or r["question"],
+            "answers": r.get("answers") or [r.get("answer")], "pattern": r.get("pattern"),
+            "triples": r.get("full_triples") or r.get("triples") or [],
+            "shape": r.get("shape", "?"), "hops": r.get("hops", "?"), "claims": claims}
+
+
+def _pq_item(i: int, ln: str, n: int) -> dict[str, Any]:
+    q, ans, path_s = ln.split("\t")[:3]
+    parts = [p for p in path_s.split("#")]
+    if "<end>" in parts:
+        parts = parts[: parts.index("<end>")]
+    triples = [[parts[j], parts[j + 1], parts[j + 2]] for j in range(0, len(parts) - 2, 2)]
+    n_hops = len(triples)
+    label = {0: parts[0]}
+    for j in range(1, n_hops + 1):
+        label[j] = f"UNKNOWN {j}"
+    pattern = [[label[j], triples[j][1], label[j + 1]] for j in range(n_hops)]
+    return {"id": str(i), "question": q, "answers": _pq_answers(ans), "pattern": {"triples": pattern},
+            "triples": triples, "shape": f"path{n_hops}", "hops": n_hops, "claims": []}
+
+
+def _metaqa_reader(path: Path) -> Any:
+    hop_m = re.search(r"(\d)-hop", str(path))
+    hop = int(hop_m.group(1)) if hop_m else "?"
+    qtypes: list[str] | None = None
+    qt = path.with_name(path.stem + "_qtype.txt")
+    gold_pattern = _metaqa_gold()
+    if qt.exists() and gold_pattern is not None:
+        qtypes = qt.read_text(encoding="utf-8").splitlines()
+
+    def parse(i: int, ln: str, n: int) -> dict[str, Any]:
+        q, ans = ln.split("\t")[:2]
+        m = re.search(r"\[([^\]]+)\]", q)
+        pattern = gold_pattern(qtypes[i].strip(), m.group(1)) if qtypes and m and gold_pattern else None
+        return {"id": str(i), "question": q.replace("[", "").replace("]", ""), "answers": ans.split("|"),
+                "pattern": pattern, "triples": [], "shape": qtypes[i].strip() if qtypes else f"{hop}-hop",
+                "hops": hop, "claims": []}
+
+    return parse
 
 
 def _metaqa_gold() -> Any:

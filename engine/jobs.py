@@ -172,6 +172,14 @@ def _detect(path: Path, fmt: str | None) -> str:
     raise ConfigError(f"cannot tell the format of {path} from its suffix: pass fmt='jsonl' or 'csv' (--format)")
 
 
+def _undecodable(text: str) -> str | None:
+    """The reason a line read with ``surrogateescape`` is not UTF-8, or None."""
+    for col, ch in enumerate(text, start=1):
+        if "\udc80" <= ch <= "\udcff":
+            return f"not valid UTF-8: byte 0x{ord(ch) - 0xDC00:02x} at character {col}"
+    return None
+
+
 def read_claims(path: str | os.PathLike[str], fmt: str | None = None) -> Iterator[ClaimRow | BadRow]:
     """The rows of a claims file, in order: a :class:`ClaimRow` for each good one, a :class:`BadRow`
     (``file:line: reason``) for each malformed one."""
@@ -179,14 +187,19 @@ def read_claims(path: str | os.PathLike[str], fmt: str | None = None) -> Iterato
     kind = _detect(p, fmt)
     seen: dict[str, int] = {}
     name = str(p)
+    # undecodable bytes are kept as surrogates (one bad byte spoils its row, not the job) and reported per row
     try:
-        fh = open(p, encoding="utf-8", newline="")
+        fh = open(p, encoding="utf-8", errors="surrogateescape", newline="")
     except OSError as e:
-        raise InputError(f"cannot read claims file {p}: {e}") from e
+        raise InputError(f"cannot read claims file {p}: {e.strerror or e}") from e
     with fh:
         if kind == "jsonl":
             for line_no, line in enumerate(fh, start=1):
                 if not line.strip():
+                    continue
+                bad = _undecodable(line)
+                if bad:
+                    yield BadRow(name, line_no, bad)
                     continue
                 try:
                     obj = json.loads(line)
@@ -216,6 +229,10 @@ def read_claims(path: str | os.PathLike[str], fmt: str | None = None) -> Iterato
                 yield BadRow(name, start, f"bad CSV row: {e}")
                 continue
             if not any(c.strip() for c in cells):
+                continue
+            bad = _undecodable("".join(cells))
+            if bad:
+                yield BadRow(name, start, bad)
                 continue
             if len(cells) != len(cols):
                 yield BadRow(name, start, f"expected {len(cols)} cells ({', '.join(cols)}), got {len(cells)}")
@@ -418,8 +435,6 @@ def run_verify_job(
             bad += 1
             if len(bad_rows) < 100:
                 bad_rows.append(str(row))
-            if bad <= _MAX_ECHO:
-                echo(str(row))
             continue
         rows += 1
         if not _in_shard(row, shard):
@@ -429,8 +444,16 @@ def run_verify_job(
             skipped += 1
             continue
         todo.append(row)
+    if not rows:
+        # nothing to verify is an error of the input, said once (not a job that "succeeds" with no verdict)
+        why = f": every row is malformed ({bad:,}); first: {bad_rows[0]}" if bad else ": the file has no rows"
+        raise InputError(f"{claims}: no claim to verify{why}")
+    for text in bad_rows[:_MAX_ECHO]:
+        echo(text)
     if bad > _MAX_ECHO:
         echo(f"... and {bad - _MAX_ECHO} more malformed row(s)")
+    if todo and hasattr(engine, "require_kg"):
+        engine.require_kg()  # a missing KG is one error, not a failed verdict per claim
 
     from tqdm import tqdm
 

@@ -579,16 +579,12 @@ def ensure_local_neo4j() -> str:
 
 
 def cli_start() -> int:
-    """``isorag neo4j start``: prints what it did; returns an exit code (0 ok, 1 error)."""
-    srv = default_instance()
-    try:
-        was = srv._find_pid()
-        t0 = time.monotonic()
-        uri = srv.start()
-        st = srv.status()
-    except LocalServerError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    """``isorag neo4j start``: prints what it did; returns 0 (an error is raised)."""
+    srv = default_instance()  # a LocalServerError goes up to the CLI's one-line error (status 2)
+    was = srv._find_pid()
+    t0 = time.monotonic()
+    uri = srv.start()
+    st = srv.status()
     how = "already running" if was is not None else f"started in {time.monotonic() - t0:.1f} s"
     print(f"Neo4j {st['version']} {how} at {uri} (pid {st['pid']})")
     print(f"home: {st['home']}")
@@ -597,13 +593,9 @@ def cli_start() -> int:
 
 
 def cli_stop() -> int:
-    """``isorag neo4j stop``: returns an exit code (0 stopped or was not running, 1 error)."""
+    """``isorag neo4j stop``: returns 0 (stopped or was not running; an error is raised)."""
     srv = default_instance()
-    try:
-        was_running = srv.stop()
-    except LocalServerError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    was_running = srv.stop()
     print(f"Neo4j at {srv.uri} stopped" if was_running else f"Neo4j at {srv.uri} was not running")
     return 0
 

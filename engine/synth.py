@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from engine._cypher import cypher, escape_identifier, render
+from engine._errors import ConfigError
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
 SEED, INTERMEDIATE, ANSWER = "seed", "intermediate", "answer"
@@ -307,7 +308,7 @@ class Synthesizer:
             else:
                 roles = [ANSWER] + [SEED] * m
             return GTSample(shape, eids, roles, edges)
-        raise ValueError(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
+        raise ConfigError(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
 
     # -- validation and classification --------------------------------------------------------------
     def _answers(self, sample: GTSample, edge_ids: Sequence[int] | None = None,
@@ -443,7 +444,7 @@ class Synthesizer:
         """``n`` records, shapes taken in turn; a shape the KG cannot give within the attempts is skipped."""
         for s in shapes:
             if s not in SHAPES:
-                raise ValueError(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
+                raise ConfigError(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
         self._pool_size = max(100, n * self.settings.pool_factor)
         self._fill_pool(self._pool_size)
         made = {s: 0 for s in shapes}

@@ -389,6 +389,10 @@ class VectorStore:
         for kind in KINDS:
             self._col(kind, create=True)
 
+    def existing_kinds(self) -> list[str]:
+        """The kinds whose collection exists (checked against this store's dim and model); creates nothing."""
+        return [kind for kind in KINDS if self._col(kind) is not None]
+
     # ------------------------------------------------------------------ writes
     def upsert(
         self,

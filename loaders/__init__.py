@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -89,7 +90,10 @@ def detect_format(path: str | Path) -> str:
         return "tables"
     if ext in _EXTENSIONS:
         return _EXTENSIONS[ext]
-    sniffed = _sniff(p)
+    try:
+        sniffed = _sniff(p)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"{p}: cannot read it: {e}") from e
     if sniffed is None:
         raise ConfigError(f"{p}: cannot tell the format from its name or first lines; pass fmt=; "
                           + _formats_hint())
@@ -189,7 +193,10 @@ def open_source(
 
 
 def _finishing(records: Iterator[Record], rep: Reporter) -> Iterator[Record]:
-    yield from records
+    try:
+        yield from records
+    except (OSError, EOFError, zlib.error) as e:  # a compressed file cut short or corrupt, a disk that fails
+        raise InputError(f"{rep.path}: cannot read it: {e}") from e
     rep.finish()
 
 

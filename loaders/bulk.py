@@ -20,11 +20,11 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from engine._errors import MalformedInputError
+from engine._errors import ConfigError, InputError, MalformedInputError
 from engine.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, Triple
 
@@ -94,12 +94,33 @@ class _Skips:
     def __call__(self, err: MalformedInputError) -> None:
         s = self.summary
         s.lines_skipped += 1
-        reason = re.sub(r"\d+", "N", err.reason)[:80]
+        # grouped by kind, the text before the first ':' ("wrong field count", "not valid UTF-8"), as in
+        # loaders.SkipLog; the examples keep the whole reason
+        reason = err.reason.split(":", 1)[0].strip()[:80]
         s.skip_reasons[reason] = s.skip_reasons.get(reason, 0) + 1
         if len(s.skip_examples) < self.keep:
             s.skip_examples.append(str(err))
             if self.echo:
                 self.echo(f"skipped {err}")
+
+
+def nothing_loaded(summary: LoadSummary) -> str:
+    """Why a source gave no record: every line skipped (by kind, with the first), or nothing in it."""
+    if summary.lines_skipped:
+        kinds = ", ".join(f"{n:,} x {r}" for r, n in sorted(summary.skip_reasons.items(), key=lambda kv: -kv[1]))
+        first = f"; first: {summary.skip_examples[0]}" if summary.skip_examples else ""
+        n = summary.lines_skipped
+        return f"{summary.path}: nothing loaded: every line was skipped ({n:,} line{'s' * (n != 1)}: {kinds}){first}"
+    return f"{summary.path}: nothing loaded: no triple or entity in it"
+
+
+def peek_records(records: Iterable[Any], summary: LoadSummary) -> Iterator[Any]:
+    """``records`` as they were, once the first one is read: a source that yields none (empty, or every line
+    skipped) is an InputError before anything is written."""
+    it = iter(records)
+    for first in it:
+        return chain([first], it)
+    raise InputError(nothing_loaded(summary))
 
 
 def _batches(it: Iterable[Any], n: int) -> Iterator[list[Any]]:
@@ -193,6 +214,8 @@ class BulkLoader:
 
     def __init__(self, graph: GraphStore, vectors: Any, embedder: Any, *, batch_size: int = 10_000,
                  progress: bool = True, ahead: int = 8, embed_batch_size: int = 64) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.kg = graph.kg
         self.batch_size = batch_size
@@ -415,7 +438,7 @@ class BulkLoader:
         if strict:
             self._check(path, fmt, total, options)
         skips = _Skips(summary, echo=echo)
-        records = open_source(path, fmt, strict=strict, on_skip=skips, **options)
+        records = peek_records(open_source(path, fmt, strict=strict, on_skip=skips, **options), summary)
         return self.load_records(records, summary, total_lines=total)
 
     def _check(self, path: Path, fmt: str, total: int | None, options: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator
 from engine._errors import MalformedInputError, OfflineImportError
 from engine.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, Triple
-from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch
+from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch, peek_records
 
 #: array delimiter of the entity ``types`` column (a control character no type name holds)
 ARRAY_DELIMITER = "\x1f"
@@ -306,7 +306,7 @@ class OfflineLoader:
             self._write_state({"kg": self.kg, "source": source, "phase": "parsing"})
             t0 = time.perf_counter()
             skips = _Skips(summary, echo=echo)
-            records = open_source(path, fmt, strict=strict, on_skip=skips, **options)
+            records = peek_records(open_source(path, fmt, strict=strict, on_skip=skips, **options), summary)
             total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
             counts = self._parse(records, summary, skips, strict, total)
             counts["parse_s"] = round(time.perf_counter() - t0, 2)

@@ -15,7 +15,7 @@ EXPORTED = {
     "PatternEvent", "SubgraphsEvent", "TokenEvent", "AnswerEvent",
     "LLM", "LLMConfig", "LLMStats", "OpenAILLM", "LangChainLLM", "make_llm",
     "IsoragError", "ConfigError", "StoreError", "StoreUnavailableError", "SchemaMismatchError", "LocalServerError",
-    "OfflineImportError", "KGLockedError",
+    "OfflineImportError", "KGLockedError", "KGNotFoundError",
     "InputError", "MalformedInputError", "PatternError", "PatternParseError", "UnknownRelationError",
     "DeadlineExceeded", "LLMError", "CheckpointError",
 }

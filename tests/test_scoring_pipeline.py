@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine import CheckpointError, ConfigError, Engine, EngineConfig, LLMConfig, MilvusSettings, Neo4jSettings
+from engine import (CheckpointError, ConfigError, Engine, EngineConfig, KGNotFoundError, LLMConfig, MilvusSettings,
+                    Neo4jSettings)
 from engine.graph import entity_id
 from engine.scoring import fetch_neighbourhood
 from engine.scoring.checkpoint import load_checkpoint, make_model, relation_fingerprint, save_checkpoint
@@ -272,13 +273,19 @@ def test_checkpoint_round_trip_and_refusals(kg: Callable[..., Engine], checkpoin
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="not a readable"):
         load_checkpoint(bad)
-    # an engine on another KG refuses it at first use, with the same error
+    # an engine on another KG refuses it at first use, with the same error (a KG that exists: reads of one that
+    # does not are refused before, as such)
     other = Engine(eng.config.with_(kg="other_kg_" + eng.kg[-6:], scorer=str(checkpoint)), llm=False)
     other._embedder = eng.embedder
     try:
+        with pytest.raises(KGNotFoundError):
+            other.scorer
+        BulkLoader(other.graph, other.vectors, other.embedder, progress=False).load_records(
+            [Triple("Heat", "directed_by", "Michael Mann", 1)], LoadSummary())
         with pytest.raises(CheckpointError, match="trained on KG"):
             other.scorer
     finally:
+        other.drop()
         other.close()
 
 

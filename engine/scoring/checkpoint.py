@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine._errors import CheckpointError
+from engine._errors import CheckpointError, ConfigError
 
-__all__ = ["FORMAT", "MODELS", "ScorerCheckpoint", "make_model", "relation_fingerprint", "save_checkpoint",
-           "load_checkpoint"]
+__all__ = ["FORMAT", "MODELS", "ScorerCheckpoint", "check_model_config", "make_model", "relation_fingerprint",
+           "save_checkpoint", "load_checkpoint"]
 
 FORMAT = "isorag-scorer/1"
 #: CLI names of the models -> class names
@@ -35,8 +35,7 @@ def relation_fingerprint(relation_types: Sequence[str]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def make_model(name: str, dim: int, **config: Any) -> Any:
-    """A fresh scorer: ``name`` is ``dde_mlp`` / ``qrgat`` (or the class name ``DDEMLP`` / ``QRGAT``)."""
+def _model_class(name: str) -> Any:
     from engine.scoring.dde_mlp import DDEMLP
     from engine.scoring.qrgat import QRGAT
 
@@ -44,8 +43,52 @@ def make_model(name: str, dim: int, **config: Any) -> Any:
     cls_name = MODELS.get(name.lower(), name) if isinstance(name, str) else name
     if cls_name not in classes:
         raise CheckpointError(f"unknown scorer model {name!r}: use one of {', '.join(MODELS)}")
+    return classes[cls_name]
+
+
+def check_model_config(name: str, config: dict[str, Any]) -> None:
+    """A ConfigError for a setting that ``name``'s constructor does not take, or a value of the wrong kind
+    (judged by the default: a bool, an int, a finite number, a string), before any data is prepared."""
+    import inspect
+    import math
+
+    cls = _model_class(name)
+    params = {n: p for n, p in list(inspect.signature(cls.__init__).parameters.items())[2:]
+              if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY}
+    for key, value in config.items():
+        if key not in params:
+            raise ConfigError(f"{cls.__name__} has no setting {key!r}; its settings: {', '.join(params)}")
+        default = shown = params[key].default
+        if default is None:  # judged by the annotation instead ("int | None": an integer or null)
+            kinds = {t.strip() for t in str(params[key].annotation).split("|")}
+            plain = {"int": 0, "float": 0.0, "bool": False, "str": ""}
+            if value is None or "None" not in kinds or not kinds - {"None"} <= plain.keys() or len(kinds) != 2:
+                continue
+            default = plain[(kinds - {"None"}).pop()]
+        if default is inspect.Parameter.empty:
+            continue
+        if isinstance(default, bool):
+            ok, kind = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            kind = "a finite number"
+        else:
+            ok, kind = isinstance(value, type(default)), f"a {type(default).__name__}"
+        if not ok:
+            raise ConfigError(f"{cls.__name__} setting {key}={value!r}: must be {kind} (default {shown!r})")
+
+
+def make_model(name: str, dim: int, **config: Any) -> Any:
+    """A fresh scorer: ``name`` is ``dde_mlp`` / ``qrgat`` (or the class name ``DDEMLP`` / ``QRGAT``)."""
+    cls = _model_class(name)
     config = {k: v for k, v in config.items() if k != "emb_dim"}
-    return classes[cls_name](dim, **config)
+    check_model_config(name, config)
+    try:
+        return cls(dim, **config)
+    except (TypeError, ValueError) as e:  # a value its constructor refuses (e.g. heads not dividing hidden)
+        raise ConfigError(f"{cls.__name__} settings {config}: {e}") from e
 
 
 @dataclass

@@ -31,11 +31,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from engine._errors import InputError, MalformedInputError
+from engine._errors import ConfigError, InputError, MalformedInputError
 from engine.scoring.neighbourhood import DEFAULT_HOPS, DEFAULT_MAX_EDGES, Neighbourhood, fetch_neighbourhood
 
 __all__ = [
@@ -95,13 +95,27 @@ class QARecord:
     relation_path: list[str] | None = None
 
 
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file; a byte that is not UTF-8 is a MalformedInputError at its line."""
+    try:
+        f = path.open("rb")
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    with f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                yield n, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise MalformedInputError(path, n, f"not valid UTF-8: byte 0x{raw[e.start]:02x} at column "
+                                                   f"{e.start + 1}") from None
+
+
 def read_relation_paths(path: str | Path) -> list[list[str] | None]:
     """One relation path per line (relation names separated by commas or white space; an empty line: none)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no relation-path file at {path}")
-    with path.open(encoding="utf-8") as f:
-        return [re.split(r"[,\s]+", line.strip()) if line.strip() else None for line in f]
+    return [re.split(r"[,\s]+", line.strip()) if line.strip() else None for _, line in _text_lines(path)]
 
 
 def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None,
@@ -116,54 +130,54 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no question file at {path}")
+    paths_from = "the relation paths"
     if relation_paths is not None and not isinstance(relation_paths, (list, tuple)):
+        paths_from = f"{relation_paths}"
         relation_paths = read_relation_paths(relation_paths)
     fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
     out: list[QARecord] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if limit is not None and len(out) >= limit:
-                break
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            src = f"{path.name}:{lineno}"
-            if fmt == "jsonl":
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
-                if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
-                    raise MalformedInputError(path, lineno, 'needs a "question" string')
-                topics, answers = obj.get("topics"), obj.get("answers")
-                if not isinstance(topics, list) or not topics or not all(isinstance(t, str) for t in topics):
-                    raise MalformedInputError(path, lineno, '"topics" must be a non-empty list of strings')
-                if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-                    raise MalformedInputError(path, lineno, '"answers" must be a list of strings')
-                triples = obj.get("triples")
-                if triples is not None:
-                    if not isinstance(triples, list) or not all(
-                            isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in triples):
-                        raise MalformedInputError(path, lineno, '"triples" must be a list of [head, relation, tail]')
-                    triples = [tuple(t) for t in triples]
-                rp = obj.get("relation_path")
-                if rp is not None and (not isinstance(rp, list) or not all(isinstance(x, str) for x in rp)):
-                    raise MalformedInputError(path, lineno, '"relation_path" must be a list of relation names')
-                out.append(QARecord(obj["question"], topics, answers, triples, obj.get("hops", hops), src, rp or None))
-            else:
-                if "\t" not in line:
-                    raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
-                q, a = line.split("\t", 1)
-                topics = _TOPIC.findall(q)
-                if not topics:
-                    raise MalformedInputError(path, lineno, "no [topic entity] in the question")
-                answers = [x for x in a.split("|") if x]
-                out.append(QARecord(q, topics, answers, None, hops, src))
-            if relation_paths is not None:
-                if lineno > len(relation_paths):
-                    raise InputError(f"the relation paths have {len(relation_paths)} lines, {path} more")
-                if relation_paths[lineno - 1]:
-                    out[-1].relation_path = list(relation_paths[lineno - 1])
+    for lineno, line in _text_lines(path):
+        if limit is not None and len(out) >= limit:
+            break
+        if not line.strip():
+            continue
+        src = f"{path.name}:{lineno}"
+        if fmt == "jsonl":
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
+            if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
+                raise MalformedInputError(path, lineno, 'needs a "question" string')
+            topics, answers = obj.get("topics"), obj.get("answers")
+            if not isinstance(topics, list) or not topics or not all(isinstance(t, str) for t in topics):
+                raise MalformedInputError(path, lineno, '"topics" must be a non-empty list of strings')
+            if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+                raise MalformedInputError(path, lineno, '"answers" must be a list of strings')
+            triples = obj.get("triples")
+            if triples is not None:
+                if not isinstance(triples, list) or not all(
+                        isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in triples):
+                    raise MalformedInputError(path, lineno, '"triples" must be a list of [head, relation, tail]')
+                triples = [tuple(t) for t in triples]
+            rp = obj.get("relation_path")
+            if rp is not None and (not isinstance(rp, list) or not all(isinstance(x, str) for x in rp)):
+                raise MalformedInputError(path, lineno, '"relation_path" must be a list of relation names')
+            out.append(QARecord(obj["question"], topics, answers, triples, obj.get("hops", hops), src, rp or None))
+        else:
+            if "\t" not in line:
+                raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
+            q, a = line.split("\t", 1)
+            topics = _TOPIC.findall(q)
+            if not topics:
+                raise MalformedInputError(path, lineno, "no [topic entity] in the question")
+            answers = [x for x in a.split("|") if x]
+            out.append(QARecord(q, topics, answers, None, hops, src))
+        if relation_paths is not None:
+            if lineno > len(relation_paths):
+                raise InputError(f"{paths_from} has {len(relation_paths)} lines of relation paths, {path} more")
+            if relation_paths[lineno - 1]:
+                out[-1].relation_path = list(relation_paths[lineno - 1])
     return out
 
 
@@ -555,6 +569,33 @@ class TrainSettings:
     #: triples than K (a 3-hop question with 45 answers and 194 path triples, half of them bridges). MetaQA
     #: 3-hop answer recall@100, DDE+MLP: 0.943 with 1, 0.967 with 0.5 (relation-path triple recall@100 the same)
     bridge_target: float = 0.5
+
+    def __post_init__(self) -> None:
+        import math
+
+        def number(name: str, lo: float, hi: float = math.inf, *, integer: bool = False, lo_open: bool = False,
+                   optional: bool = False) -> None:
+            v = getattr(self, name)
+            if v is None and optional:
+                return
+            kind_ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+            if isinstance(v, bool) or not kind_ok or not math.isfinite(v) or v < lo or lo_open and v == lo or v > hi:
+                raise ConfigError(f"training setting {name} must be {'an integer' if integer else 'a finite number'} "
+                                  f"in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {v!r}")
+
+        for name in ("epochs", "patience", "batch_questions", "recall_k", "dev_max"):
+            number(name, 1, integer=True)
+        number("neg_samples", 0, integer=True)
+        number("threads", 1, integer=True, optional=True)
+        number("seed", 0, 2 ** 32 - 1, integer=True)
+        number("lr", 0, lo_open=True)
+        number("weight_decay", 0)
+        number("max_minutes", 0, lo_open=True, optional=True)
+        number("dev_fraction", 0, 1)
+        number("pos_weight", 0, lo_open=True)
+        number("near_share", 0, 1)
+        number("walk_aux", 0)
+        number("bridge_target", 0, 1)
 
 
 @dataclass
