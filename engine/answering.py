@@ -891,7 +891,7 @@ def judge_claim(engine: Engine, pattern: Pattern, *, k: int | None = None, setti
         res = search(pattern, cands, k)
         return done(res), NOT_ENOUGH_INFO, f"the KG has {'; '.join(parts)}", None
 
-    strict = Candidates(strict_nodes, strict_rels, cands.type_names)
+    strict = Candidates(strict_nodes, strict_rels, cands.type_names, cands.cut)
     res = search(pattern, strict, k)
     if res.subgraphs:
         sg = res.subgraphs[0]
@@ -904,7 +904,7 @@ def judge_claim(engine: Engine, pattern: Pattern, *, k: int | None = None, setti
         nodes = {(new_id if nid == node.id else nid): (None if nid == node.id else c)
                  for nid, c in strict_nodes.items()}
         try:
-            res = search(relaxed, Candidates(nodes, dict(strict_rels), cands.type_names), k)
+            res = search(relaxed, Candidates(nodes, dict(strict_rels), cands.type_names, cands.cut), k)
         except PatternError:  # nothing left to anchor the search (e.g. a self-loop on that node)
             continue
         if res.subgraphs:
@@ -920,7 +920,7 @@ def judge_claim(engine: Engine, pattern: Pattern, *, k: int | None = None, setti
         rels = dict(strict_rels)
         rels[edge.index] = {t: 0.0 for t in cands.type_names}
         try:
-            res = search(relaxed, Candidates(dict(strict_nodes), rels, cands.type_names), k)
+            res = search(relaxed, Candidates(dict(strict_nodes), rels, cands.type_names, cands.cut), k)
         except PatternError:
             continue
         if res.subgraphs:

@@ -71,6 +71,8 @@ class Candidates:
     relations: dict[int, dict[str, float]]
     #: relationship type -> original relation name (the KG's catalog)
     type_names: dict[str, str] = field(default_factory=dict)
+    #: node ids whose candidates were cut (a typed unknown past TYPE_CANDIDATE_LIMIT): the result is not exact
+    cut: dict[str, str] = field(default_factory=dict)
 
     def node_count(self, node_id: str) -> float:
         c = self.nodes[node_id]
@@ -617,7 +619,7 @@ class Matcher:
             old = nodes[v]
             nodes[v] = {e: 0.0 for e in dom} if old is None else {e: d for e, d in old.items() if e in dom}
             stats.narrowed[v] = len(nodes[v] or ())
-        return Candidates(nodes, cands.relations, cands.type_names)
+        return Candidates(nodes, cands.relations, cands.type_names, cands.cut)
 
     # -- public ----------------------------------------------------------------------------------------
     def top_k(self, pattern: Pattern, cands: Candidates, k: int | None = None, *,
@@ -674,7 +676,8 @@ class Matcher:
 
 def _sub_candidates(comp: Pattern, cands: Candidates) -> Candidates:
     rel = {new: cands.relations[orig] for new, orig in enumerate(comp.edge_origin)}
-    return Candidates({n: cands.nodes[n] for n in comp.nodes}, rel, cands.type_names)
+    return Candidates({n: cands.nodes[n] for n in comp.nodes}, rel, cands.type_names,
+                      {n: w for n, w in cands.cut.items() if n in comp.nodes})
 
 
 def _remap(m: Match, comp: Pattern) -> Match:

@@ -234,13 +234,19 @@ class Retriever:
             type_hits = {t: [tid for tid, _ in hits] for t, hits in zip(type_texts, res)}
         timings["vector"] = time.perf_counter() - t1
         nodes: dict[str, dict[int, float] | None] = {}
+        cut: dict[str, str] = {}
         t2 = time.perf_counter()
         for n in pattern.nodes.values():
             if n.known:
                 nodes[n.id] = node_hits.get(n.text or "", {})
             elif n.id in typed:
+                limit = TYPE_CANDIDATE_LIMIT
                 rows = self.graph.read_named("entities_of_types", tids=type_hits.get(typed[n.id], []),
-                                             limit=TYPE_CANDIDATE_LIMIT)
+                                             limit=limit + 1)
+                if len(rows) > limit:  # the lowest eids are kept (the query orders them): a cut, said as one
+                    rows = rows[:limit]
+                    cut[n.id] = (f"candidates of {n.id!r} (entities of type {typed[n.id]!r}) cut at {limit:,}: "
+                                 "the result is not exact; name the node or narrow its type")
                 nodes[n.id] = {r["eid"]: 0.0 for r in rows}
             else:
                 nodes[n.id] = None
@@ -248,7 +254,7 @@ class Retriever:
         relations = {}
         for e in pattern.edges:
             relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
-        return Candidates(nodes, relations, type_names)
+        return Candidates(nodes, relations, type_names, cut)
 
     def retrieve(self, pattern: Any, *, k: int | None = None, settings: MatchSettings | None = None) -> RetrievalResult:
         settings = settings or self.settings
@@ -308,8 +314,9 @@ class Retriever:
             if want not in names:
                 unmatched[text] = [(ent[eid].name, round(d, 4)) for eid, d in near[:UNMATCHED_CLOSEST]]
         # first: the subgraphs below hold stand-ins for these names
-        warnings = [unmatched_warning(t, c) for t, c in unmatched.items()] + list(stats.warnings)
-        exact = not stats.deadline_hit and stats.truncated == 0
+        warnings = ([unmatched_warning(t, c) for t, c in unmatched.items()] + list(cands.cut.values())
+                    + list(stats.warnings))
+        exact = not stats.deadline_hit and stats.truncated == 0 and not cands.cut
         return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),

@@ -354,8 +354,6 @@ def test_typed_candidates_up_to_the_type_limit_are_all_taken(kg: Callable[..., A
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="real bug: a typed unknown's candidates are cut at TYPE_CANDIDATE_LIMIT "
-                                       "(LIMIT without ORDER BY) silently: exact stays true and no warning is given")
 def test_typed_candidates_cut_at_the_type_limit_are_reported(kg: Callable[..., Any],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import engine.retrieval as retrieval
