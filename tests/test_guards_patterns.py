@@ -147,8 +147,21 @@ def test_astral_unprintable_uses_the_eight_digit_escape() -> None:
 
 
 def _bad_claims(path: Path, n: int) -> Path:
-    path.write_text("".join('{"claim": "row %d has no id"}\n' % i for i in range(n)), encoding="utf-8")
+    """``n`` malformed rows (no id), then one good claim (a file of malformed rows only is an InputError)."""
+    good = json.dumps({"id": "ok", "claim": f"{SUPPORTED} the one good claim", "label": SUPPORTED})
+    path.write_text("".join('{"claim": "row %d has no id"}\n' % i for i in range(n)) + good + "\n",
+                    encoding="utf-8")
     return path
+
+
+def test_a_file_of_malformed_rows_only_is_an_input_error(tmp_path: Path) -> None:
+    from engine._errors import InputError
+
+    claims = tmp_path / "claims.jsonl"
+    claims.write_text('{"claim": "no id"}\n' * 3, encoding="utf-8")
+    with pytest.raises(InputError, match=r"no claim to verify: every row is malformed \(3\); first: .*claims.jsonl:1: "):
+        run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", progress=False, echo=lambda m: None)
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 @pytest.mark.parametrize("n, more", [(19, None), (20, None), (21, "... and 1 more malformed row(s)"),
@@ -161,7 +174,7 @@ def test_malformed_rows_are_echoed_one_by_one_up_to_twenty(tmp_path: Path, n: in
     assert [r.split(":")[1] for r in rows] == [str(i) for i in range(1, min(n, 20) + 1)]
     assert [e for e in echoed if e.startswith("...")] == ([more] if more else [])
     assert len(echoed) == len(rows) + (1 if more else 0)
-    assert summary["malformed"] == n and summary["verified"] == 0
+    assert summary["malformed"] == n and summary["verified"] == 1
 
 
 @pytest.mark.parametrize("n", [100, 101])
