@@ -171,7 +171,10 @@ class Engine:
 
     def drop(self) -> None:
         """Delete this KG from both stores: exactly what isorag wrote for it (an adopted graph is given back as it
-        was, see :meth:`engine.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG."""
+        was, see :meth:`engine.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG. A KG in
+        neither store is a :class:`~engine._errors.KGNotFoundError` (and nothing is written)."""
+        if not any(self.graph.stats()[k] for k in _COUNTED) and not self.vectors.existing_kinds():
+            raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
         with self.graph.lock("drop"):
             self.graph.drop()
             self.vectors.drop()

@@ -77,9 +77,13 @@ def make_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Call
         return eng
 
     yield factory
+    from engine._errors import KGNotFoundError
+
     for eng in made:
         try:
             eng.drop()
+        except KGNotFoundError:
+            pass  # nothing was loaded, or another engine on the KG dropped it
         finally:
             eng.close()
 

@@ -85,12 +85,14 @@ def test_created_heads_and_repeated_triples(engine: Any, tmp_path: Path) -> None
 
 
 def test_resume_after_kill(make_engine: Any, tmp_path: Path, neo4j_uri: str, milvus_uri: str) -> None:
-    """A load killed between batches (SIGKILL) and run again completes: nothing missing, nothing twice."""
+    """A load killed between batches (SIGKILL) and run again, once its lease ran out, completes: nothing missing,
+    nothing twice."""
     eng = make_engine()
     path = tmp_path / "kb.txt"
     triples = write_hrt(path, n_movies=400)
     want = expected_counts(triples)
-    env = {**os.environ, "NEO4J_URI": neo4j_uri, "MILVUS_URI": milvus_uri, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "NEO4J_URI": neo4j_uri, "MILVUS_URI": milvus_uri, "HF_HUB_OFFLINE": "1",
+           "ISORAG_LOCK_TTL_S": "3"}
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "load", str(path), "--kg", eng.kg,
                              "--batch-size", "40", "--quiet"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -106,6 +108,7 @@ def test_resume_after_kill(make_engine: Any, tmp_path: Path, neo4j_uri: str, mil
     proc.wait()
     partial = eng.graph.stats()
     assert 0 < partial["entities"] < want["entities"] or partial["triples"] < want["triples"]
+    time.sleep(3.5)  # the dead loader's lease expires
     summary = eng.load(path, progress=False, batch_size=40)
     check_stats(eng, want)
     assert summary.entities_created == want["entities"] - partial["entities"]

@@ -37,7 +37,9 @@ def stores(neo4j_uri: str, milvus_uri: str, embedder: Any, monkeypatch: pytest.M
     for var in ("ISORAG_KG", "ISORAG_SCORER", "ISORAG_LLM_BASE_URL", "ISORAG_LLM_MODEL"):
         monkeypatch.delenv(var, raising=False)
     alias = f"ro-{uuid.uuid4().hex[:8]}"
-    connections.connect(alias=alias, uri=milvus_uri, timeout=10)
+    from engine.local_milvus import local_token
+
+    connections.connect(alias=alias, uri=milvus_uri, token=local_token(milvus_uri), timeout=10)
     graph = GraphStore(Neo4jSettings(uri=neo4j_uri), "default")
 
     class Stores:
@@ -107,6 +109,24 @@ def test_reads_of_a_missing_kg_create_nothing(stores: Any, tmp_path: Path, capsy
         assert "stores agree" not in out
         assert stores.snapshot(kg) == before, args
     assert not Path(tmp_path / "out").exists() and not Path(tmp_path / "scorer.pt").exists()
+
+
+def test_drop_of_a_missing_kg_says_so_and_creates_nothing(stores: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``drop`` of a KG that is in neither store is an error (not "dropped"), and takes no lease on the way."""
+    kg = missing_kg()
+    before = stores.snapshot(kg)
+    lock_nodes = "MATCH (l:IsoragLock {kg: $kg}) RETURN count(l) AS n"
+    rc, out, err = run(["drop", "--kg", kg, "--yes"], capsys)
+    assert rc == 2 and "dropped" not in out and len(err.splitlines()) == 1
+    assert err.startswith(f"isorag: error: KG {kg!r} does not exist in Neo4j")
+    assert stores.snapshot(kg) == before
+    eng = stores.engine(kg)
+    try:
+        with pytest.raises(KGNotFoundError):
+            eng.drop()
+        assert eng.graph.read(lock_nodes, kg=kg)[0]["n"] == 0
+    finally:
+        eng.close()
 
 
 def test_api_reads_of_a_missing_kg_create_nothing(stores: Any, tmp_path: Path) -> None:

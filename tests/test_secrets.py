@@ -43,6 +43,11 @@ def _settings_classes() -> list[type]:
     return out
 
 
+def _scheme(cls: type) -> str:
+    """A URI scheme the class accepts (Neo4j's settings take Bolt only, the others http(s))."""
+    return "bolt" if cls.__name__.startswith("Neo4j") else "https"
+
+
 def _with_secrets(cls: type) -> tuple[Any, list[str]] | None:
     """An instance of ``cls`` with every secret and URI field holding ``SECRET``; None if it has neither."""
     kw: dict[str, Any] = {}
@@ -52,7 +57,7 @@ def _with_secrets(cls: type) -> tuple[Any, list[str]] | None:
         if SECRET_FIELD.search(f.name):
             kw[f.name] = SECRET
         elif URI_FIELD.search(f.name):
-            kw[f.name] = f"bolt://someone:{SECRET}@db.example:7687"
+            kw[f.name] = f"{_scheme(cls)}://someone:{SECRET}@db.example:7687"
     return (cls(**kw), sorted(kw)) if kw else None
 
 
@@ -69,7 +74,7 @@ def test_every_settings_class_masks_its_secrets() -> None:
             if SECRET_FIELD.search(name):
                 assert f"{name}='***'" in repr(obj), repr(obj)
             else:
-                assert f"{name}='bolt://someone:***@db.example:7687'" in repr(obj), repr(obj)
+                assert f"{name}='{_scheme(cls)}://someone:***@db.example:7687'" in repr(obj), repr(obj)
         checked[cls.__name__] = names
     # the test is not vacuous: the classes that hold secrets were found, with their fields
     assert checked["Neo4jSettings"] == ["password", "uri"]

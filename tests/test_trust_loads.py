@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine._errors import KGLockedError, MalformedInputError
+from engine._errors import KGLockedError, KGNotFoundError, MalformedInputError
 from test_load import ROOT, check_stats, expected_counts, write_hrt
 
 pytestmark = pytest.mark.integration
@@ -75,9 +75,11 @@ def test_strict_writes_nothing_when_a_line_is_bad(make_engine: Any, tmp_path: Pa
     with pytest.raises(MalformedInputError, match=r"bad\.txt:25: .*nothing was written") as ei:
         eng.load(path, progress=False, strict=True, batch_size=10)
     assert ei.value.line == 25
-    st = eng.stats()
-    assert st["neo4j"]["entities"] == 0 and st["neo4j"]["relations"] == 0 and st["neo4j"]["triples"] == 0
-    assert st["milvus"]["entities"] == 0 and st["milvus"]["relations"] == 0
+    with pytest.raises(KGNotFoundError):  # in neither store: no node, no collection
+        eng.stats()
+    st = eng.graph.stats()
+    assert st["entities"] == 0 and st["relations"] == 0 and st["triples"] == 0 and st["types"] == 0
+    assert eng.vectors.existing_kinds() == []
     # without --strict the same file loads, the bad line skipped
     s = eng.load(path, progress=False, batch_size=10)
     assert s.lines_skipped == 1 and s.triples == 29
