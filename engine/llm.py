@@ -271,6 +271,30 @@ def metered(stats: LLMStats | None = None) -> Iterator[LLMStats]:
         _METER.reset(token)
 
 
+class _Tokens:
+    """The token counts one call reports (filled in by the provider as the usage comes)."""
+
+    def __init__(self) -> None:
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+
+@contextlib.contextmanager
+def _counted(stats: LLMStats, tokens: _Tokens) -> Iterator[_Tokens]:
+    """Count the call made inside the block in ``stats`` when the block ends, however it ends: its wall time,
+    ``tokens``, and whether an LLMError ended it (:meth:`LLMStats.record`). Every call path of every provider
+    goes through here."""
+    started = time.perf_counter()
+    error: BaseException | None = None
+    try:
+        yield tokens
+    except BaseException as e:  # GeneratorExit too: a stream closed early is counted, as a call
+        error = e
+        raise
+    finally:
+        stats.record(started, error, tokens.prompt_tokens, tokens.completion_tokens)
+
+
 class _Limiter:
     """A counting semaphore shared by threads and by asyncio tasks on any event loop.
 
@@ -381,15 +405,14 @@ def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-class _Outcome:
+class _Outcome(_Tokens):
     """What one streamed or whole completion produced, checked the same way for both."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.parts: list[str] = []
         self.refusal: list[str] = []
         self.finish_reason: str | None = None
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
 
     def take_usage(self, usage: Any) -> None:
         if usage is not None:
@@ -544,19 +567,13 @@ class OpenAILLM(LLM):
             await asyncio.sleep(delay)
             attempt += 1
 
-    def _finish(self, out: _Outcome | None, started: float, error: BaseException | None) -> None:
-        if out is None:
-            self.stats.record(started, error)
-        else:
-            self.stats.record(started, error, out.prompt_tokens, out.completion_tokens)
-
     @staticmethod
-    def _whole(response: Any) -> _Outcome:
-        out = _Outcome()
-        out.take_usage(getattr(response, "usage", None))
+    def _whole(out: _Outcome, response: Any) -> _Outcome:
+        """Fold a whole completion into ``out`` (a response without choices is an error, its usage not counted)."""
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise LLMError("the LLM endpoint returned no choices", str(response)[:2000])
+        out.take_usage(getattr(response, "usage", None))
         choice = choices[0]
         out.finish_reason = choice.finish_reason
         message = choice.message
@@ -593,42 +610,29 @@ class OpenAILLM(LLM):
     # -- the four calls ----------------------------------------------------------------------------------
 
     def complete(self, prompt: str, *, system: str | None = None) -> str:
-        started, out, error = time.perf_counter(), None, None
         params = self._params(prompt, system, stream=False)
-        try:
+        with _counted(self.stats, _Outcome()) as out:
             with self._limiter:
-                out = self._whole(self._call(lambda: self._client.chat.completions.create(**params)))
+                self._whole(out, self._call(lambda: self._client.chat.completions.create(**params)))
             return out.check()
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._finish(out, started, error)
 
     async def acomplete(self, prompt: str, *, system: str | None = None) -> str:
-        started, out, error = time.perf_counter(), None, None
         params = self._params(prompt, system, stream=False)
         client = self._aclient()
-        try:
+        with _counted(self.stats, _Outcome()) as out:
             await self._limiter.aacquire()
             try:
                 response = await self._acall(lambda: client.chat.completions.create(**params))
             finally:
                 self._limiter.release()
-            out = self._whole(response)
+            self._whole(out, response)
             return out.check()
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._finish(out, started, error)
 
     def stream(self, prompt: str, *, system: str | None = None) -> Iterator[str]:
         """Tokens as the endpoint sends them. Only opening the stream is retried: once a token has been
         yielded, a broken stream is an LLMError. The refusal/empty checks run when the stream ends."""
-        started, out, error = time.perf_counter(), _Outcome(), None
         params = self._params(prompt, system, stream=True)
-        try:
+        with _counted(self.stats, _Outcome()) as out:
             with self._limiter:
                 response = self._call(lambda: self._client.chat.completions.create(**params))
                 try:
@@ -641,17 +645,11 @@ class OpenAILLM(LLM):
                 finally:
                     response.close()
             out.check()
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._finish(out, started, error)
 
     async def astream(self, prompt: str, *, system: str | None = None) -> AsyncIterator[str]:
-        started, out, error = time.perf_counter(), _Outcome(), None
         params = self._params(prompt, system, stream=True)
         client = self._aclient()
-        try:
+        with _counted(self.stats, _Outcome()) as out:
             await self._limiter.aacquire()
             try:
                 response = await self._acall(lambda: client.chat.completions.create(**params))
@@ -667,11 +665,6 @@ class OpenAILLM(LLM):
             finally:
                 self._limiter.release()
             out.check()
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._finish(out, started, error)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -794,10 +787,6 @@ class LangChainLLM(LLM):
     def __repr__(self) -> str:
         return f"LangChainLLM({type(self.model).__name__})"
 
-    def _record(self, started: float, usage: Any, error: BaseException | None) -> None:
-        usage = usage or {}
-        self.stats.record(started, error, usage.get("input_tokens") or 0, usage.get("output_tokens") or 0)
-
     @staticmethod
     def _check(text: str) -> str:
         if not text.strip():
@@ -809,26 +798,19 @@ class LangChainLLM(LLM):
         return LLMError(f"the chat model failed: {type(exc).__name__}: {exc}")
 
     def complete(self, prompt: str, *, system: str | None = None) -> str:
-        started, usage, error = time.perf_counter(), None, None
         messages = _langchain_messages(prompt, system)
-        try:
+        with _counted(self.stats, _ChatUsage()) as usage:
             with self._limiter:
                 try:
                     message = self.model.invoke(messages)
                 except Exception as e:
                     raise self._wrap(e) from e
-            usage = getattr(message, "usage_metadata", None)
+            usage.take(message)
             return self._check(_content_text(message.content))
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._record(started, usage, error)
 
     async def acomplete(self, prompt: str, *, system: str | None = None) -> str:
-        started, usage, error = time.perf_counter(), None, None
         messages = _langchain_messages(prompt, system)
-        try:
+        with _counted(self.stats, _ChatUsage()) as usage:
             await self._limiter.aacquire()
             try:
                 message = await self.model.ainvoke(messages)
@@ -836,22 +818,16 @@ class LangChainLLM(LLM):
                 raise self._wrap(e) from e
             finally:
                 self._limiter.release()
-            usage = getattr(message, "usage_metadata", None)
+            usage.take(message)
             return self._check(_content_text(message.content))
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._record(started, usage, error)
 
     def stream(self, prompt: str, *, system: str | None = None) -> Iterator[str]:
-        started, usage, error, parts = time.perf_counter(), None, None, []
-        messages = _langchain_messages(prompt, system)
-        try:
+        messages, parts = _langchain_messages(prompt, system), []
+        with _counted(self.stats, _ChatUsage()) as usage:
             with self._limiter:
                 try:
                     for chunk in self.model.stream(messages):
-                        usage = getattr(chunk, "usage_metadata", None) or usage
+                        usage.take(chunk)
                         piece = _content_text(chunk.content)
                         if piece:
                             parts.append(piece)
@@ -859,20 +835,14 @@ class LangChainLLM(LLM):
                 except Exception as e:
                     raise self._wrap(e) from e
             self._check("".join(parts))
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._record(started, usage, error)
 
     async def astream(self, prompt: str, *, system: str | None = None) -> AsyncIterator[str]:
-        started, usage, error, parts = time.perf_counter(), None, None, []
-        messages = _langchain_messages(prompt, system)
-        try:
+        messages, parts = _langchain_messages(prompt, system), []
+        with _counted(self.stats, _ChatUsage()) as usage:
             await self._limiter.aacquire()
             try:
                 async for chunk in self.model.astream(messages):
-                    usage = getattr(chunk, "usage_metadata", None) or usage
+                    usage.take(chunk)
                     piece = _content_text(chunk.content)
                     if piece:
                         parts.append(piece)
@@ -882,11 +852,16 @@ class LangChainLLM(LLM):
             finally:
                 self._limiter.release()
             self._check("".join(parts))
-        except BaseException as e:
-            error = e
-            raise
-        finally:
-            self._record(started, usage, error)
+
+
+class _ChatUsage(_Tokens):
+    """The token counts of a langchain-core message (the last chunk of a stream that has any)."""
+
+    def take(self, message: Any) -> None:
+        usage = getattr(message, "usage_metadata", None)
+        if usage:
+            self.prompt_tokens = usage.get("input_tokens") or 0
+            self.completion_tokens = usage.get("output_tokens") or 0
 
 
 def _is_langchain_chat_model(obj: Any) -> bool:
