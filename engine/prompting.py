@@ -12,8 +12,8 @@ Example lines::
 
 ``evidences`` may also be a plain list of graphs; a verify example may say ``"claim"`` for ``"query"``.
 
-:func:`generate_pattern` asks the LLM for a pattern and parses it strictly (:meth:`Pattern.parse`),
-retrying with a short corrective message; :func:`parse_verdict` reads a True/False answer.
+:func:`pattern_exchange` gets a pattern from the LLM and parses it strictly (:meth:`Pattern.parse`), retrying
+with a short corrective message (:func:`generate_pattern` runs it); :func:`parse_verdict` reads a True/False answer.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ __all__ = [
     "load_fewshot",
     "load_prompt",
     "parse_verdict",
+    "pattern_exchange",
     "render_answer_prompt",
     "render_pattern_prompt",
     "render_verify_prompt",
@@ -292,6 +293,33 @@ def _parse_last(text: str, attempts: int) -> Pattern:
         raise PatternParseError(f"no valid pattern from the LLM after {attempts} attempt(s): {e}", text) from e
 
 
+def pattern_exchange(
+    query: str,
+    examples: Sequence[Mapping[str, Any]] | str | os.PathLike[str] | None,
+    *,
+    claim: bool = False,
+    retries: int = 1,
+) -> Generator[str, str, tuple[Pattern, str]]:
+    """The exchange with the LLM that gives the pattern of ``query`` (a question, or a claim with
+    ``claim=True``), written once for every caller: a generator that yields each prompt, is sent the LLM's text
+    for it, and returns the parsed :class:`~engine.pattern.Pattern` and that text.
+
+    On text that is not a valid pattern, asks again (at most ``retries`` times) quoting the bad output and what
+    was wrong; then raises PatternParseError keeping the last text. :func:`generate_pattern`,
+    :func:`agenerate_pattern` and the answering pipeline drive it.
+    """
+    _check_retries(retries)
+    prompt = render_pattern_prompt(query, examples, claim)
+    text = yield prompt
+    for attempt in range(1, retries + 1):
+        try:
+            return Pattern.parse(text), text
+        except PatternParseError as e:
+            log.info("pattern attempt %d/%d unusable (%s); asking again", attempt, retries + 1, e)
+            text = yield _corrective(prompt, text, e)
+    return _parse_last(text, retries + 1), text
+
+
 def generate_pattern(
     llm: LLM,
     query: str,
@@ -300,22 +328,15 @@ def generate_pattern(
     claim: bool = False,
     retries: int = 1,
 ) -> tuple[Pattern, str]:
-    """Ask ``llm`` for the pattern of ``query`` (a question, or a claim with ``claim=True``).
-
-    Returns the parsed :class:`~engine.pattern.Pattern` and the LLM's text. On text that is not a valid
-    pattern, asks again (at most ``retries`` times) quoting the bad output and what was wrong; then raises
-    PatternParseError keeping the last text. LLMError from the call itself is not retried here.
-    """
-    _check_retries(retries)
-    prompt = render_pattern_prompt(query, examples, claim)
-    text = llm.complete(prompt)
-    for attempt in range(1, retries + 1):
+    """Ask ``llm`` for the pattern of ``query`` (:func:`pattern_exchange`): the parsed
+    :class:`~engine.pattern.Pattern` and the LLM's text. LLMError from the call itself is not retried here."""
+    exchange = pattern_exchange(query, examples, claim=claim, retries=retries)
+    prompt = next(exchange)
+    while True:
         try:
-            return Pattern.parse(text), text
-        except PatternParseError as e:
-            log.info("pattern attempt %d/%d unusable (%s); asking again", attempt, retries + 1, e)
-            text = llm.complete(_corrective(prompt, text, e))
-    return _parse_last(text, retries + 1), text
+            prompt = exchange.send(llm.complete(prompt))
+        except StopIteration as done:
+            return done.value
 
 
 async def agenerate_pattern(
@@ -327,16 +348,13 @@ async def agenerate_pattern(
     retries: int = 1,
 ) -> tuple[Pattern, str]:
     """The async twin of :func:`generate_pattern`."""
-    _check_retries(retries)
-    prompt = render_pattern_prompt(query, examples, claim)
-    text = await llm.acomplete(prompt)
-    for attempt in range(1, retries + 1):
+    exchange = pattern_exchange(query, examples, claim=claim, retries=retries)
+    prompt = next(exchange)
+    while True:
         try:
-            return Pattern.parse(text), text
-        except PatternParseError as e:
-            log.info("pattern attempt %d/%d unusable (%s); asking again", attempt, retries + 1, e)
-            text = await llm.acomplete(_corrective(prompt, text, e))
-    return _parse_last(text, retries + 1), text
+            prompt = exchange.send(await llm.acomplete(prompt))
+        except StopIteration as done:
+            return done.value
 
 
 _VERDICT_STATED = re.compile(r"answer\s+is\s*:?\s*\W{0,3}\s*(true|false)\b", re.IGNORECASE)
