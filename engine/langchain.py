@@ -56,7 +56,7 @@ class IsoragRetriever(BaseRetriever):
         pat = _as_pattern(query)
         if pat is not None:
             return pat, None
-        from engine.answering import NO_LLM_HELP
+        from engine.llm import NO_LLM_HELP
         from engine.prompting import generate_pattern
 
         llm = self.engine.llm
@@ -68,7 +68,7 @@ class IsoragRetriever(BaseRetriever):
         pat = _as_pattern(query)
         if pat is not None:
             return pat, None
-        from engine.answering import NO_LLM_HELP
+        from engine.llm import NO_LLM_HELP
         from engine.prompting import agenerate_pattern
 
         llm = self.engine.llm

@@ -55,6 +55,16 @@ MAX_RETRY_AFTER_S = 60.0
 MAX_BACKOFF_S = 20.0
 _LANGCHAIN_HINT = "pip install 'langchain-core==1.7.2'  (or: pip install 'isorag[langchain]')"
 
+#: what a caller is told when a text needs a pattern and no LLM is configured (answering, the langchain retriever)
+NO_LLM_HELP = (
+    "no LLM is configured to turn the text into a pattern. Either pass the pattern yourself "
+    '(pattern={"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]} in Python, --pattern on the command '
+    "line), or configure an OpenAI-compatible "
+    "endpoint: set ISORAG_LLM_BASE_URL (e.g. http://localhost:11434/v1) and ISORAG_LLM_MODEL (and "
+    "ISORAG_LLM_API_KEY or OPENAI_API_KEY if it needs one), or pass Engine(llm=LLMConfig(base_url=..., "
+    "model=...)) or Engine(llm=<a langchain-core chat model>)"
+)
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
