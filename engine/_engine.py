@@ -310,71 +310,86 @@ class Engine:
             return self._fewshot[kind]
 
     # -- answers and verdicts (engine.answering) ------------------------------------------------------
+    def _pipeline(self) -> Any:
+        """The answering pipeline over this engine's components, each made at first use (in its stage)."""
+        from engine.answering import Pipeline
+
+        cfg = self.config
+        return Pipeline(retriever=lambda: self.retriever, llm=lambda: self.llm, fewshot=self.fewshot,
+                        scorer=self._need_scorer if cfg.scorer else None, kg=self.kg, match=cfg.match,
+                        verify=cfg.verify)
+
     def ask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
             **match: Any) -> Any:
         """Answer ``query`` from the KG: the LLM's pattern (or ``pattern``), the top-``k`` subgraphs, the LLM's
         answer over them (without an LLM: the entities bound to the pattern's unknown target). Returns an
         :class:`~engine.answering.Answer`; a failing stage raises, or with ``raise_errors=False`` is reported in
         ``Answer.failed_stage`` / ``Answer.error``. ``match`` overrides MatchSettings fields for this call."""
-        from engine.answering import ask
+        from engine.answering import drive
 
         _check_k(k)
-        return ask(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+        return drive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
     async def aask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
                    **match: Any) -> Any:
         """The async twin of :meth:`ask`."""
-        from engine.answering import aask
+        from engine.answering import adrive
 
         _check_k(k)
-        return await aask(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+        return await adrive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
     def ask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
                    **match: Any) -> Any:
         """:meth:`ask` as events: ``PatternEvent``, ``SubgraphsEvent``, ``TokenEvent``... and ``AnswerEvent``."""
-        from engine.answering import ask_stream
+        from engine.answering import stream
 
-        return ask_stream(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+        _check_k(k)
+        return stream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
     def aask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
                     **match: Any) -> Any:
         """The async twin of :meth:`ask_stream` (an async iterator)."""
-        from engine.answering import aask_stream
+        from engine.answering import astream
 
-        return aask_stream(self, query, pattern=pattern, k=k, raise_errors=raise_errors, **match)
+        _check_k(k)
+        return astream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
     def verify(self, claim: str, *, pattern: Any = None, k: int | None = None, threshold: float | None = None,
                raise_errors: bool = True, **match: Any) -> Any:
         """Check ``claim`` against the KG: a :class:`~engine.answering.Verdict` (SUPPORTED, REFUTED or
         NOT_ENOUGH_INFO) with its evidence. With an LLM, SimGRAG's True/False over the evidence; without one,
-        the rule of :mod:`engine.answering` (``threshold`` overrides ``config.verify.threshold``)."""
-        from engine.answering import verify
+        the rule of :mod:`engine.answering.verification` (``threshold`` overrides ``config.verify.threshold``)."""
+        from engine.answering import drive
 
         _check_k(k)
-        return verify(self, claim, pattern=pattern, k=k, threshold=threshold, raise_errors=raise_errors, **match)
+        return drive(self._pipeline().verify(claim, pattern=pattern, k=k, threshold=threshold,
+                                             raise_errors=raise_errors, **match))
 
     async def averify(self, claim: str, *, pattern: Any = None, k: int | None = None,
                       threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Any:
         """The async twin of :meth:`verify`."""
-        from engine.answering import averify
+        from engine.answering import adrive
 
         _check_k(k)
-        return await averify(self, claim, pattern=pattern, k=k, threshold=threshold, raise_errors=raise_errors,
-                             **match)
+        return await adrive(self._pipeline().verify(claim, pattern=pattern, k=k, threshold=threshold,
+                                                    raise_errors=raise_errors, **match))
 
     def verify_many(self, claims: Any, *, concurrency: int = 4, raise_errors: bool = False, **kw: Any) -> list[Any]:
         """Verdicts for many claims (strings, ``(claim, pattern)`` pairs or ``{"claim", "pattern"}`` mappings),
         in order, ``concurrency`` at a time. A failing claim is reported in its Verdict unless ``raise_errors``."""
         from engine.answering import verify_many
 
-        return verify_many(self, claims, concurrency=concurrency, raise_errors=raise_errors, **kw)
+        _check_k(kw.get("k"))
+        return verify_many(self._pipeline(), claims, concurrency=concurrency, raise_errors=raise_errors, **kw)
 
     async def averify_many(self, claims: Any, *, concurrency: int = 4, raise_errors: bool = False,
                            **kw: Any) -> list[Any]:
         """The async twin of :meth:`verify_many`."""
         from engine.answering import averify_many
 
-        return await averify_many(self, claims, concurrency=concurrency, raise_errors=raise_errors, **kw)
+        _check_k(kw.get("k"))
+        return await averify_many(self._pipeline(), claims, concurrency=concurrency, raise_errors=raise_errors,
+                                  **kw)
 
     def as_retriever(self, k: int = 3, **kw: Any) -> Any:
         """A langchain-core retriever over this engine (:class:`engine.langchain.IsoragRetriever`)."""
