@@ -238,6 +238,16 @@ def test_a_stream_closed_early_counts_its_calls(kg: Callable[..., Engine], llm_s
     stream.close()
     assert eng.llm.stats.calls == 2 and eng.llm.stats.failures == 0
 
+    async def first_three() -> list[str]:
+        events = eng.aask_stream(QUESTION)
+        kinds = [(await events.__anext__()).kind for _ in range(3)]
+        await events.aclose()
+        # the LLM's stream is closed and counted at once, not when the generator is collected
+        assert eng.llm.stats.calls == 4 and eng.llm.stats.failures == 0
+        return kinds
+
+    assert asyncio.run(first_three()) == ["pattern", "subgraphs", "token"]
+
 
 def test_a_stage_time_leaves_out_the_caller_holding_tokens(kg: Callable[..., Engine], llm_server: Any) -> None:
     import time

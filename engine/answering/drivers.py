@@ -172,8 +172,12 @@ async def adrive(flow: Flow) -> Any:
 async def astream(flow: Flow) -> AsyncIterator[Any]:
     """The async twin of :func:`stream`."""
     out: list[Any] = []
-    async for event in _async(flow, True, out):
-        yield event
+    events = _async(flow, True, out)
+    try:
+        async for event in events:
+            yield event
+    finally:  # at once, not when collected: a stream closed early gives its LLM slot back now
+        await events.aclose()
     yield AnswerEvent(out[0])
 
 
