@@ -326,8 +326,9 @@ class Pipeline:
 
     def ask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
             **match: Any) -> Flow:
-        """The flow that answers ``query``; it emits a PatternEvent, a SubgraphsEvent and, when no LLM streams the
-        answer, one TokenEvent with its text."""
+        """The flow that answers ``query``. It emits a PatternEvent and a SubgraphsEvent when it has them, and one
+        TokenEvent with the answer's text when that text does not come from the LLM (which a :class:`Generate`
+        may stream)."""
         run = Run(Answer(query), raise_errors)
         return Flow(run, self._answer(run, pattern, k, match))
 
