@@ -1,4 +1,4 @@
-"""The Engine: one object that owns the stores, the embedder, the LLM and (later) the scorer."""
+"""The Engine: one object that owns the stores, the embedder, the LLM and the triple scorer."""
 
 from __future__ import annotations
 

@@ -800,12 +800,6 @@ def load_embedder(
         return emb
 
 
-def _clear_cache() -> None:
-    """Forget every loaded embedder (tests)."""
-    with _LOCK:
-        _CACHE.clear()
-
-
 __all__ = ["BACKENDS", "AUTO_CPU_BACKEND", "BUNDLED_MODEL", "Embedder", "TorchEmbedder", "OnnxEmbedder", "load_embedder"]
 
 if __name__ == "__main__":  # pragma: no cover - python -m engine.embeddings [backend] text...

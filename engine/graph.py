@@ -115,11 +115,16 @@ def get_driver(settings: Neo4jSettings, uri: str) -> Any:
                 # its message quotes the URI, password included: ConfigError masks it, and no chained cause
                 # carries it into a traceback
                 raise ConfigError(f"Neo4j URI {uri}: {e}") from None
+            if not _DRIVERS:
+                import atexit
+
+                atexit.register(close_drivers)  # the pooled connections are closed when the process ends
             _DRIVERS[key] = drv
         return drv
 
 
 def close_drivers() -> None:
+    """Close every pooled driver (at exit, or to drop all connections); the next use opens a new one."""
     with _DRIVERS_LOCK:
         for drv in _DRIVERS.values():
             drv.close()

@@ -8,7 +8,6 @@ candidate ids and distances are parameters.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from engine._config import injective_mode
@@ -74,9 +73,3 @@ def oracle_matches(graph: Any, pattern: Pattern, cands: Candidates, *, limit: in
         seen.add(sig)
         out.append(Match(float(r["gsd"]), nodes, edges))
     return out
-
-
-def timed_oracle(graph: Any, pattern: Pattern, cands: Candidates, k: int, **kw: Any) -> tuple[list[Match], float]:
-    t0 = time.perf_counter()
-    res = oracle_matches(graph, pattern, cands, limit=max(k, 1), **kw)
-    return res, time.perf_counter() - t0
