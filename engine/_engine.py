@@ -153,7 +153,8 @@ class Engine:
         """Counts from both stores and whether they agree. ``exists`` per store: whether it holds anything of
         this KG (Milvus: any of its collections); a KG in one store only never agrees. A KG in neither is a
         :class:`~engine._errors.KGNotFoundError`. ``milvus.duplicates``: vector rows stored twice under one id,
-        per kind (looked for where Milvus has more rows than Neo4j has items; a load run again removes them)."""
+        per kind (looked for where Milvus has more rows than Neo4j has items; a load run again removes them).
+        ``writer``: the holder of the KG's writer lease (``info``, ``expires_in_s``) or None."""
         g = self.graph.stats()
         in_neo4j = any(g[k] for k in _COUNTED)
         in_milvus = bool(self.vectors.existing_kinds())
@@ -167,6 +168,8 @@ class Engine:
             "milvus": {"uri": mask_uri(self.vectors.uri), "exists": in_milvus, **v,
                        "duplicates": {k: n for k, n in dup.items() if n}},
             "agree": in_neo4j and in_milvus and all(g[k] == v[k] for k in _COUNTED),
+            # a load (or drop) holding the KG's writer lease now: counts that disagree are then work in progress
+            "writer": self.graph.lock_holder(),
         }
 
     def drop(self) -> None:

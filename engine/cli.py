@@ -393,6 +393,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     ], ["", f"Neo4j {n['uri']}", f"Milvus {m['uri']}"]))
     for kind, extra in m.get("duplicates", {}).items():
         print(f"{extra:,} duplicate {kind} vector rows (one id stored twice): run the load again to remove them")
+    if st.get("writer"):
+        print(f"being written now by {st['writer']['info']}")
     if st["agree"]:
         print("stores agree")
     elif not m["exists"]:

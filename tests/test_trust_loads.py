@@ -118,6 +118,10 @@ def test_a_second_load_of_a_kg_fails_at_once_naming_the_first(make_engine: Any, 
     try:
         holder = _wait_for_lease(eng, proc)
         assert f"pid {proc.pid}" in holder["info"] and holder["info"].startswith("load ")
+        writer = subprocess.run([sys.executable, "-m", "engine.cli", "stats", "--kg", eng.kg], cwd=ROOT,
+                                env=_env(neo4j_uri, milvus_uri), capture_output=True, text=True, timeout=120)
+        if proc.poll() is None:  # (stats read while the load still held the lease)
+            assert f"being written now by load {path} (pid {proc.pid}" in writer.stdout, writer
         t0 = time.monotonic()
         with pytest.raises(KGLockedError, match=rf"KG {eng.kg!r} is being written by load .*pid {proc.pid}"):
             eng.load(path, progress=False)
