@@ -71,8 +71,7 @@ def make_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Call
             neo4j=Neo4jSettings.from_env(uri=neo4j_uri),
             milvus=MilvusSettings.from_env(uri=milvus_uri),
         )
-        eng = Engine(cfg, **overrides)
-        eng._embedder = embedder
+        eng = Engine(cfg, embedder=embedder, **overrides)
         made.append(eng)
         return eng
 
@@ -106,14 +105,12 @@ def shared_kg(prefix: str, records: list[Any], neo4j_uri: str, milvus_uri: str, 
     from loaders.bulk import BulkLoader, LoadSummary
 
     cfg = EngineConfig(kg=unique_kg(prefix), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
-    owner = Engine(cfg, llm=False)
-    owner._embedder = embedder
+    owner = Engine(cfg, llm=False, embedder=embedder)
     BulkLoader(owner.graph, owner.vectors, embedder, progress=False).load_records(records, LoadSummary())
     made: list[Any] = []
 
     def factory(llm: Any = False, **overrides: Any) -> Any:
-        eng = Engine(cfg, llm=llm, **overrides)
-        eng._embedder = embedder
+        eng = Engine(cfg, llm=llm, embedder=embedder, **overrides)
         made.append(eng)
         return eng
 

@@ -117,8 +117,8 @@ def eng(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Any]:
     from loaders.bulk import BulkLoader, LoadSummary
 
     kg = unique_kg("guardm")
-    e = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri)), llm=False)
-    e._embedder = embedder
+    e = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri)), llm=False,
+               embedder=embedder)
     try:
         BulkLoader(e.graph, e.vectors, embedder, progress=False).load_records(_records(kg), LoadSummary())
         yield e

@@ -45,8 +45,7 @@ def kg_engine(request: Any, neo4j_uri: str, milvus_uri: str, embedder: Any) -> A
     from conftest import unique_kg
 
     eng = Engine(EngineConfig(kg=unique_kg("match"), neo4j=Neo4jSettings(uri=neo4j_uri),
-                              milvus=MilvusSettings(uri=milvus_uri)))
-    eng._embedder = embedder
+                              milvus=MilvusSettings(uri=milvus_uri)), embedder=embedder)
     BulkLoader(eng.graph, eng.vectors, embedder, progress=False).load_records(random_kg(7), LoadSummary())
     yield eng
     eng.drop()

@@ -71,8 +71,7 @@ def private(tmp_path: Path, milvus_uri: str, embedder: Any) -> Iterator[tuple[Lo
 
     srv = LocalNeo4j(home=tmp_path / "neo4j", port=_free_port(), heap="512m", pagecache="64m")
     eng = Engine(EngineConfig(kg=unique_kg("off"), neo4j=Neo4jSettings(uri=srv.uri),
-                              milvus=MilvusSettings.from_env(uri=milvus_uri)), llm=False)
-    eng._embedder = embedder
+                              milvus=MilvusSettings.from_env(uri=milvus_uri)), llm=False, embedder=embedder)
     try:
         yield srv, eng
     finally:

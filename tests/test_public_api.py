@@ -44,3 +44,10 @@ def test_import_is_light() -> None:
             "'langchain_core', 'numpy']; print([m for m in heavy if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_engine_takes_its_embedder() -> None:
+    """``Engine(embedder=...)`` uses the one given (shared, or a stand-in) and loads no model of its own."""
+    stand_in = object()
+    eng = engine.Engine(engine.EngineConfig(kg="api_probe"), llm=False, embedder=stand_in)
+    assert eng.embedder is stand_in

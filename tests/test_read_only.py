@@ -55,8 +55,7 @@ def stores(neo4j_uri: str, milvus_uri: str, embedder: Any, monkeypatch: pytest.M
 
         def engine(self, kg: str) -> Engine:
             eng = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=neo4j_uri),
-                                      milvus=MilvusSettings(uri=milvus_uri)), llm=False)
-            eng._embedder = embedder
+                                      milvus=MilvusSettings(uri=milvus_uri)), llm=False, embedder=embedder)
             return eng
 
     yield Stores()

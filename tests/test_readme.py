@@ -170,8 +170,7 @@ def demo(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Any]:
 
     cfg = EngineConfig(kg=unique_kg("readme"), neo4j=Neo4jSettings.from_env(uri=neo4j_uri),
                        milvus=MilvusSettings.from_env(uri=milvus_uri))
-    eng = Engine(cfg, llm=False)
-    eng._embedder = embedder
+    eng = Engine(cfg, llm=False, embedder=embedder)
     try:
         eng.load(DEMO_KB, progress=False)
         yield eng

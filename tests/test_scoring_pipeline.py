@@ -275,8 +275,8 @@ def test_checkpoint_round_trip_and_refusals(kg: Callable[..., Engine], checkpoin
         load_checkpoint(bad)
     # an engine on another KG refuses it at first use, with the same error (a KG that exists: reads of one that
     # does not are refused before, as such)
-    other = Engine(eng.config.with_(kg="other_kg_" + eng.kg[-6:], scorer=str(checkpoint)), llm=False)
-    other._embedder = eng.embedder
+    other = Engine(eng.config.with_(kg="other_kg_" + eng.kg[-6:], scorer=str(checkpoint)), llm=False,
+                   embedder=eng.embedder)
     try:
         with pytest.raises(KGNotFoundError):
             other.scorer

@@ -217,8 +217,7 @@ def test_engine_connections_find_the_secret(secured: LocalMilvus) -> None:
         "from engine.vectors import VectorStore\n"
         "vs = VectorStore('http://localhost:{port}', kg='sec_probe', dim=4)\n"
         "vs.ensure_collections(); print('explicit', vs.count('entities')); vs.drop(); vs.close()\n"
-        "eng = Engine(kg='sec_probe', llm=False)\n"
-        "eng._embedder = types.SimpleNamespace(slug='probe', dim=4)\n"
+        "eng = Engine(kg='sec_probe', llm=False, embedder=types.SimpleNamespace(slug='probe', dim=4))\n"
         "print('engine', eng.vectors.count('entities')); eng.vectors.drop(); eng.close()\n"
         "cli_status()\n"
     ).replace("{port}", str(secured.port))
@@ -231,8 +230,8 @@ def test_engine_connections_find_the_secret(secured: LocalMilvus) -> None:
     assert f"authentication: on (root's password in {secured.secret_path}, mode 0600)" in out.stdout
     assert f"network: only http://127.0.0.1:{secured.port}" in out.stdout
     # MILVUS_URI naming this server, no token: the secret; a token given: that token
-    code = ("import types\nfrom engine import Engine\neng = Engine(kg='sec_probe', llm=False)\n"
-            "eng._embedder = types.SimpleNamespace(slug='probe', dim=4)\n"
+    code = ("import types\nfrom engine import Engine\n"
+            "eng = Engine(kg='sec_probe', llm=False, embedder=types.SimpleNamespace(slug='probe', dim=4))\n"
             "print('count', eng.vectors.count('entities')); eng.vectors.drop()\n")
     env.update(MILVUS_URI=f"http://127.0.0.1:{secured.port}")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -212,8 +212,7 @@ def kg_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     from conftest import unique_kg
 
     cfg = EngineConfig(kg=unique_kg("jobs"), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
-    eng = Engine(cfg, llm=False)
-    eng._embedder = embedder
+    eng = Engine(cfg, llm=False, embedder=embedder)
     records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
     BulkLoader(eng.graph, eng.vectors, embedder, progress=False).load_records(records, LoadSummary())
     yield eng
