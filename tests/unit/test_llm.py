@@ -23,7 +23,7 @@ from engine.prompting import (
     render_pattern_prompt,
     render_verify_prompt,
 )
-from llm_server import Raw, Reply, Status, llm_server  # noqa: F401  (the fixture)
+from helpers.llm_server import Raw, Reply, Status
 
 GOOD = (
     'Sure! {"divided": ["the director of Heat", "this director also directed other films"], '

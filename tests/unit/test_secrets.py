@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +25,8 @@ from engine._errors import ConfigError, IsoragError, LLMError, StoreUnavailableE
 from engine._secrets import mask_uri, scrub
 from engine.llm import LLMConfig, OpenAILLM
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 SECRET = "Sup3r-s3cret-value"
 SECRET_FIELD = re.compile(r"^(password|passwd|token|secret|api_key|apikey|credentials?)$|_(password|token|secret|key)$",
                           re.I)
@@ -147,7 +147,7 @@ def test_neo4j_uri_with_user_info_is_a_masked_config_error() -> None:
 
 def test_cli_messages_hide_secrets() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEO4J_", "MILVUS_"))}
-    env.update(PYTHONPATH=str(REPO), NEO4J_URI=f"bolt://neo4j:{SECRET}@127.0.0.1:1", NEO4J_PASSWORD=SECRET,
+    env.update(PYTHONPATH=str(ROOT), NEO4J_URI=f"bolt://neo4j:{SECRET}@127.0.0.1:1", NEO4J_PASSWORD=SECRET,
                MILVUS_URI=f"http://root:{SECRET}@127.0.0.1:1", MILVUS_TOKEN=f"root:{SECRET}", HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "-m", "engine.cli", "stats", "--kg", "secrets_probe"], env=env,
                          capture_output=True, text=True, timeout=120)

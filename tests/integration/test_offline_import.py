@@ -11,7 +11,8 @@ import pytest
 from engine._errors import OfflineImportError
 from engine.local_neo4j import LocalNeo4j
 
-pytestmark = pytest.mark.integration
+from helpers.kg import unique_kg
+
 
 NODES = ("id,name,type\n"
          "n1,Acme Corp,Company\n"
@@ -67,7 +68,6 @@ def private(tmp_path: Path, milvus_uri: str, embedder: Any) -> Iterator[tuple[Lo
     """A local Neo4j of its own (empty) and an engine on it; the KG's Milvus collections are dropped after."""
     from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
     from engine._engine import Engine
-    from tests.conftest import unique_kg
 
     srv = LocalNeo4j(home=tmp_path / "neo4j", port=_free_port(), heap="512m", pagecache="64m")
     eng = Engine(EngineConfig(kg=unique_kg("off"), neo4j=Neo4jSettings(uri=srv.uri),

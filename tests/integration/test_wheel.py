@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import unique_kg
+from helpers import ROOT
+from helpers.kg import unique_kg
 
-ROOT = Path(__file__).resolve().parents[1]
 # what a wheel is built from; the rest of the checkout (tests, benchmarks, docker) is not shipped
 SOURCES = ("pyproject.toml", "README.md", "engine", "loaders", "cypher")
 

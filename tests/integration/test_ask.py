@@ -32,7 +32,8 @@ from engine import (
 from loaders._model import Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
-pytestmark = pytest.mark.integration
+from helpers.kg import shared_kg
+
 
 MOVIES = [
     ("Heat", "directed_by", "Michael Mann"),
@@ -56,8 +57,6 @@ Q_ANSWER = "According to graph [1], the director is Michael Mann."
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """A small movie KG, loaded once for the module; yields a factory of engines on it."""
-    from conftest import shared_kg
-
     records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
     yield from shared_kg("ask", records, neo4j_uri, milvus_uri, embedder)
 

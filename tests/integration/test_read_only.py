@@ -14,7 +14,6 @@ import pytest
 from engine import Engine, EngineConfig, KGNotFoundError, MilvusSettings, Neo4jSettings
 from engine.cli import main
 
-pytestmark = pytest.mark.integration
 
 PATTERN = '{"triples": [["Heat", "directed_by", "UNKNOWN 1"]]}'
 TRIPLES = [("Heat", "directed_by", "Michael Mann"), ("Heat", "starred_actors", "Al Pacino"),

@@ -16,7 +16,6 @@ from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUn
 from engine.local_milvus import LocalMilvus
 from engine.vectors import KINDS, VectorStore, collection_name, slug
 
-pytestmark = pytest.mark.integration
 
 DIM = 384
 

@@ -15,6 +15,8 @@ from engine.oracle import oracle_matches
 from engine.pattern import Pattern
 from loaders._model import Triple
 
+from helpers.kg import unique_kg
+
 # ---------------------------------------------------------------------------------------------------------
 # the plan's suffix sums: admissible on cycles whose closing node has a non-zero distance
 # ---------------------------------------------------------------------------------------------------------
@@ -110,8 +112,7 @@ def _records(kg: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def eng(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Any]:
-    """Like conftest.shared_kg, but the records depend on the KG's name (entity ids hash it)."""
-    from conftest import unique_kg
+    """Like helpers.kg.shared_kg, but the records depend on the KG's name (entity ids hash it)."""
     from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
     from engine._engine import Engine
     from loaders.bulk import BulkLoader, LoadSummary

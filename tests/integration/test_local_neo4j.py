@@ -16,8 +16,6 @@ from neo4j import GraphDatabase
 from engine._errors import LocalServerError
 from engine.local_neo4j import NEO4J_VERSION, LocalNeo4j, default_instance, ensure_local_neo4j
 
-pytestmark = pytest.mark.integration
-
 
 def _free_port() -> int:
     with socket.socket() as s:

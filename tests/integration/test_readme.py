@@ -24,14 +24,13 @@ import subprocess
 import sys
 import tokenize
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from conftest import unique_kg
+from helpers import ROOT
+from helpers.kg import unique_kg
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DEMO_KB = ROOT / "engine" / "data" / "demo" / "kb.txt"
 SKIP = re.compile(r"^<!--\s*readme-test:\s*skip:\s*(\S.*?)\s*-->$")

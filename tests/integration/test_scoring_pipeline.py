@@ -22,7 +22,8 @@ from engine.scoring.train import QARecord, TrainSettings, dev_recall, prepare, r
 from loaders._model import EntityRecord, Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
-pytestmark = pytest.mark.integration
+from helpers.kg import shared_kg
+
 
 # -- a small movie KG: 24 films with a director, two actors, a year and a genre; a few shared people ---------
 DIRECTORS = ["Ava Lind", "Bo Carter", "Cy Moreau", "Di Park", "Ed Novak", "Flo Brandt"]
@@ -68,8 +69,6 @@ def questions() -> list[QARecord]:
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """The movie KG loaded once for the module; yields a factory of engines on it."""
-    from conftest import shared_kg
-
     records: list[Any] = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(TRIPLES, start=1)]
     records.append(EntityRecord("Film 01", None, ("movie",), len(records) + 1))  # an ISORAG_IS_A link to a type node
     yield from shared_kg("score", records, neo4j_uri, milvus_uri, embedder)

@@ -30,7 +30,9 @@ from engine.jobs import (
 from loaders._model import Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+from helpers.kg import unique_kg
+
 
 MOVIES = [
     ("Heat", "directed_by", "Michael Mann"),
@@ -209,8 +211,6 @@ def test_read_verdicts_partial_last_line(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def kg_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
-    from conftest import unique_kg
-
     cfg = EngineConfig(kg=unique_kg("jobs"), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
     eng = Engine(cfg, llm=False, embedder=embedder)
     records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]

@@ -14,7 +14,9 @@ import pytest
 from engine._errors import ConfigError, InputError, MalformedInputError
 from loaders import FORMATS, EntityRecord, SkipLog, Triple, detect_format, local_name, open_source
 
-METAQA_KB = Path(__file__).resolve().parents[2] / "shared" / "data" / "metaqa" / "kb.txt"
+from helpers import ROOT
+
+METAQA_KB = ROOT.parent / "shared" / "data" / "metaqa" / "kb.txt"
 if not METAQA_KB.is_file():
     METAQA_KB = Path("/work/shared/data/metaqa/kb.txt")
 

@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from engine._errors import KGLockedError, KGNotFoundError, MalformedInputError
-from test_load import ROOT, check_stats, expected_counts, write_hrt
-
-pytestmark = pytest.mark.integration
+from helpers import ROOT
+from helpers.loads import check_stats, expected_counts, write_hrt
 
 
 def _env(neo4j_uri: str, milvus_uri: str, **extra: str) -> dict[str, str]:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from metaqa_qtypes import (  # noqa: E402

@@ -6,13 +6,14 @@ The Milvus settings themselves are tried on a real Milvus 2.3.5 in test_server_s
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-COMPOSE = Path(__file__).resolve().parents[1] / "docker" / "compose.yml"
+from helpers import ROOT
+
+COMPOSE = ROOT / "docker" / "compose.yml"
 REQUIRED = ("NEO4J_PASSWORD", "MILVUS_ROOT_PASSWORD", "MINIO_SECRET_KEY")
 SECRETISH = re.compile(r"PASSWORD|SECRET|TOKEN|_KEY\b|_AUTH\b", re.I)
 VAR = re.compile(r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")

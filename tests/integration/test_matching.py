@@ -18,7 +18,8 @@ from engine.pattern import Pattern
 from loaders._model import EntityRecord, Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
-pytestmark = pytest.mark.integration
+from helpers.kg import unique_kg
+
 
 NAMES = ["Ada", "Bob", "Cleo", "Dan", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lou"]
 RELS = ["knows", "likes", "works with", "married to", "lives near"]
@@ -41,8 +42,6 @@ def random_kg(seed: int, n: int = 24, m: int = 70) -> list[Any]:
 def kg_engine(request: Any, neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
     from engine._engine import Engine
-
-    from conftest import unique_kg
 
     eng = Engine(EngineConfig(kg=unique_kg("match"), neo4j=Neo4jSettings(uri=neo4j_uri),
                               milvus=MilvusSettings(uri=milvus_uri)), embedder=embedder)

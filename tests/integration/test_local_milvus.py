@@ -19,9 +19,7 @@ import pytest
 from engine._errors import LocalServerError, StoreUnavailableError
 from engine.local_milvus import VERSION, LocalMilvus, ensure_local_milvus
 
-pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import ROOT
 
 
 def _free_port() -> int:
@@ -80,7 +78,7 @@ def test_private_server_outlives_its_starter_and_restarts(private_server: LocalM
         "from pathlib import Path; from engine.local_milvus import LocalMilvus; "
         f"print(LocalMilvus(home=Path({str(server.home)!r}), port={server.port}).start())"
     )
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180
     )

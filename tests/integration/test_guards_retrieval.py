@@ -20,6 +20,8 @@ from engine.retrieval import Retriever
 from loaders._model import EntityRecord, Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
+from helpers.kg import shared_kg
+
 
 class _Rows:
     """The one GraphStore method result assembly reads: entity rows by eid."""
@@ -183,8 +185,6 @@ PERSONS = [f"Person {i}" for i in range(len(FILMS))]
 
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Callable[..., Any]]:
-    from conftest import shared_kg
-
     yield from shared_kg("guardr", _records(), neo4j_uri, milvus_uri, embedder)
 
 

@@ -28,9 +28,9 @@ import engine.local_milvus as lm
 from engine._errors import LocalServerError
 from engine.local_milvus import DEFAULT_ROOT_PASSWORD, LISTENERS, LocalMilvus, _probe, _server_pid
 
-pytestmark = pytest.mark.integration
+from helpers import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
 
@@ -223,7 +223,7 @@ def test_engine_connections_find_the_secret(secured: LocalMilvus) -> None:
     ).replace("{port}", str(secured.port))
     env = {k: v for k, v in os.environ.items() if k not in ("MILVUS_URI", "MILVUS_TOKEN")}
     env.update(ISORAG_HOME=str(secured.home.parent), ISORAG_MILVUS_PORT=str(secured.port),
-               PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+               PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "explicit 0" in out.stdout and "engine 0" in out.stdout
@@ -306,7 +306,7 @@ def test_compose_milvus_settings_and_set_password(tmp_path: Path, monkeypatch: p
     set-password``, as the milvus-init service runs it, changes root's default password, idempotently."""
     import yaml
 
-    compose = yaml.safe_load((REPO / "docker" / "compose.yml").read_text())
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yml").read_text())
     env = {k: str(v) for k, v in compose["services"]["milvus"]["environment"].items()
            if k.startswith(("COMMON_", "PROXY_"))}  # the settings; etcd and MinIO are the embedded ones here
     assert env == {"COMMON_SECURITY_AUTHORIZATIONENABLED": "true", "PROXY_HTTP_ENABLED": "false"}
@@ -336,7 +336,7 @@ def test_compose_milvus_settings_and_set_password(tmp_path: Path, monkeypatch: p
 
         def set_password(password: str | None) -> subprocess.CompletedProcess[str]:
             e = {k: v for k, v in os.environ.items() if k not in ("MILVUS_TOKEN", "MILVUS_ROOT_PASSWORD")}
-            e.update(PYTHONPATH=str(REPO), MILVUS_URI=server.uri)
+            e.update(PYTHONPATH=str(ROOT), MILVUS_URI=server.uri)
             if password is not None:
                 e["MILVUS_ROOT_PASSWORD"] = password
             return subprocess.run([sys.executable, "-m", "engine.cli", "milvus", "set-password"], env=e,

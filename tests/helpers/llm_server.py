@@ -14,7 +14,7 @@ When the queue is empty the server answers with ``default`` (``Reply("ok")`` unl
 500 saying the script ran out). ``responder``, when set, is called with each request body instead of the
 queue and returns a response.
 
-Import the fixture into a conftest with ``from llm_server import llm_server``.
+tests/conftest.py imports the fixture, so every test can ask for ``llm_server``.
 """
 
 from __future__ import annotations

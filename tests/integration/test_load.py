@@ -15,32 +15,8 @@ import pytest
 
 from engine._errors import MalformedInputError, StoreUnavailableError
 
-pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def write_hrt(path: Path, n_movies: int = 40) -> list[tuple[str, str, str]]:
-    triples = []
-    for i in range(n_movies):
-        m = f"Movie {i}"
-        triples += [(m, "directed_by", f"Director {i % 7}"), (m, "release_year", str(1990 + i % 11)),
-                    (m, "starred_actors", f"Actor {i % 13}"), (m, "starred_actors", f"Actor {(i + 5) % 13}")]
-    path.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in triples), encoding="utf-8")
-    return triples
-
-
-def expected_counts(triples: list[tuple[str, str, str]]) -> dict[str, int]:
-    ents = {x for h, _, t in triples for x in (h, t)}
-    return {"entities": len(ents), "relations": len({r for _, r, _ in triples}), "triples": len(set(triples))}
-
-
-def check_stats(eng: Any, want: dict[str, int]) -> None:
-    st = eng.stats()
-    assert st["agree"], st
-    for key, value in want.items():
-        assert st["neo4j"][key] == value, (key, st)
-    assert st["milvus"]["entities"] == want["entities"]
-    assert st["milvus"]["relations"] == want["relations"]
+from helpers import ROOT
+from helpers.loads import check_stats, expected_counts, write_hrt
 
 
 def test_load_counts_and_idempotence(engine: Any, tmp_path: Path) -> None:
