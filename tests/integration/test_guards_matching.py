@@ -1,5 +1,5 @@
-"""Guards on the matcher (engine.matching; TEST-GAPS.md): the plan's bound, self-loops and direction, disconnected
-patterns, the narrowing of conjunctions. The plan is unit-tested; the rest runs against the real local Neo4j."""
+"""Guards on the matcher (engine.matching; TEST-GAPS.md) against the real local Neo4j: self-loops and direction,
+disconnected patterns, the narrowing of conjunctions. The plan's bound: tests/unit/test_guards_matching.py."""
 
 from __future__ import annotations
 
@@ -10,82 +10,12 @@ from typing import Any, Iterator
 import pytest
 
 from engine._config import MatchSettings
-from engine.matching import Candidates, KGEdge, Matcher, SearchStats, gsd_of, make_plan
+from engine.matching import Candidates, Matcher, SearchStats, make_plan
 from engine.oracle import oracle_matches
 from engine.pattern import Pattern
 from loaders._model import Triple
 
 from helpers.kg import unique_kg
-
-# ---------------------------------------------------------------------------------------------------------
-# the plan's suffix sums: admissible on cycles whose closing node has a non-zero distance
-# ---------------------------------------------------------------------------------------------------------
-
-TRIANGLE = Pattern.from_triples([("Ann", "r0", "Bo"), ("Bo", "r1", "Cy"), ("Cy", "r2", "Ann")])
-TRIANGLE_CANDS = Candidates(
-    {"Ann": {1: 0.5}, "Bo": {2: 0.2, 3: 0.4}, "Cy": {4: 0.3, 5: 0.6, 6: 0.7}},
-    {0: {"x": 0.1, "y": 0.2}, 1: {"x": 0.05}, 2: {"y": 0.15, "x": 0.3}},
-    {"x": "x", "y": "y"},
-)
-
-
-def test_plan_of_a_triangle_counts_the_closing_node_once() -> None:
-    plan = make_plan(TRIANGLE, TRIANGLE_CANDS)
-    assert plan.root == "Ann"  # the fewest candidates
-    assert [(s.edge, s.src, s.dst, s.closes) for s in plan.steps] \
-        == [(0, "Ann", "Bo", False), (1, "Bo", "Cy", False), (2, "Cy", "Ann", True)]
-    assert plan.nodes == ("Ann", "Bo", "Cy")
-    # suffix[i]: min relation distance of each step from i on + min node distance of the nodes they introduce;
-    # the closing step adds its relation only (Ann, at 0.5, was paid for at the root)
-    assert plan.suffix == pytest.approx((0.1 + 0.2 + 0.05 + 0.3 + 0.15, 0.05 + 0.3 + 0.15, 0.15, 0.0))
-
-
-def test_plan_bound_never_exceeds_the_cost_of_a_completion() -> None:
-    """Admissible: for every prefix of every mapping (graph aside), cost so far + suffix <= its full GSD."""
-    plan = make_plan(TRIANGLE, TRIANGLE_CANDS)
-    c = TRIANGLE_CANDS
-    best = float("inf")
-    for a, b, d, r0, r1, r2 in itertools.product(c.nodes["Ann"], c.nodes["Bo"], c.nodes["Cy"],  # type: ignore[arg-type]
-                                                 c.relations[0], c.relations[1], c.relations[2]):
-        nodes = {"Ann": a, "Bo": b, "Cy": d}
-        edges = {0: KGEdge(a, r0, b), 1: KGEdge(b, r1, d), 2: KGEdge(d, r2, a)}
-        total = gsd_of(TRIANGLE, c, nodes, edges)
-        best = min(best, total)
-        # after the root, after step 0, after step 1, after step 2
-        paid = [c.nodes["Ann"][a],  # type: ignore[index]
-                c.nodes["Ann"][a] + c.relations[0][r0] + c.nodes["Bo"][b],  # type: ignore[index]
-                c.nodes["Ann"][a] + c.relations[0][r0] + c.nodes["Bo"][b] + c.relations[1][r1] + c.nodes["Cy"][d],  # type: ignore[index]
-                total]
-        for i in range(4):
-            assert paid[i] + plan.suffix[i] <= total + 1e-12
-    assert 0.5 + plan.suffix[0] == pytest.approx(best)  # and tight on this pattern
-
-
-def test_plan_of_a_multi_edge_and_a_self_loop_adds_no_node_twice() -> None:
-    pat = Pattern.from_triples([("Ann", "r0", "Bo"), ("Bo", "r1", "Ann"), ("Bo", "r2", "Bo")])
-    cands = Candidates({"Ann": {1: 0.4}, "Bo": {2: 0.25, 3: 0.5}},
-                       {0: {"x": 0.1}, 1: {"x": 0.2, "y": 0.3}, 2: {"y": 0.05}}, {"x": "x", "y": "y"})
-    plan = make_plan(pat, cands)
-    assert plan.root == "Ann"
-    # from Bo, the self-loop first (its other end, Bo, has the higher degree)
-    assert [(s.edge, s.closes) for s in plan.steps] == [(0, False), (2, True), (1, True)]
-    assert plan.suffix == pytest.approx((0.1 + 0.25 + 0.05 + 0.2, 0.05 + 0.2, 0.2, 0.0))
-
-
-def test_plan_root_has_the_fewest_candidates_and_an_unknown_costs_nothing() -> None:
-    pat = Pattern.from_triples([("Ann", "r0", "UNKNOWN 1"), ("UNKNOWN 1", "r1", "Bo"), ("Bo", "r2", "Ann")])
-    cands = Candidates({"Ann": {1: 0.3, 2: 0.35}, "UNKNOWN 1": None, "Bo": {3: 0.6}},
-                       {0: {"x": 0.1}, 1: {"x": 0.2}, 2: {"y": 0.3}}, {"x": "x", "y": "y"})
-    plan = make_plan(pat, cands)
-    assert plan.root == "Bo"
-    # Bo -r1- U1 (free node), U1 -r0- Ann (Ann at 0.3), Ann -r2- Bo closes
-    assert [(s.edge, s.dst, s.closes) for s in plan.steps] == [(1, "UNKNOWN 1", False), (0, "Ann", False), (2, "Bo", True)]
-    assert plan.suffix == pytest.approx((0.2 + 0.1 + 0.3 + 0.3, 0.1 + 0.3 + 0.3, 0.3, 0.0))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# against the real Neo4j
-# ---------------------------------------------------------------------------------------------------------
 
 
 def _records(kg: str) -> list[Any]:
@@ -136,7 +66,6 @@ def _eids(eng: Any, pattern: dict[str, Any], node: str) -> dict[str, int]:
 # -- self-loops and the direction tie-break -----------------------------------------------------------------
 
 
-@pytest.mark.integration
 def test_a_self_loop_is_never_walked_against_the_pattern(eng: Any) -> None:
     pat = Pattern.from_triples([("UNKNOWN 1", "likes", "Solo")])
     ms = MatchSettings(k_node=1, k_rel=1, k=10, injective="none")
@@ -165,7 +94,6 @@ def test_a_self_loop_is_never_walked_against_the_pattern(eng: Any) -> None:
     assert len(dgot) == 2 and all(m.reversed == 0 for m in dgot)
 
 
-@pytest.mark.integration
 def test_a_self_loop_reached_from_the_candidates_side_matches_either_direction(eng: Any,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Directed: ``solo -likes-> Solo`` walked from Solo is an incoming edge; the self-loop is one, whichever side
@@ -189,7 +117,6 @@ def test_a_self_loop_reached_from_the_candidates_side_matches_either_direction(e
 # -- exact order on a cycle whose closing node has a distance ------------------------------------------------
 
 
-@pytest.mark.integration
 def test_cycle_closing_on_a_distant_root_keeps_the_exact_order(eng: Any) -> None:
     """A 2-cycle ``Ann -pairs- Bo -pairs- Ann`` closes on the root Ann, whose candidates are all at least 0.1 away.
     Counting that 0.1 again at the closing step would let a batch finish the 0.55 match before the 0.5 one."""
@@ -216,7 +143,6 @@ def _pairs(res: Any) -> list[tuple[str, str]]:
     return sorted((s.mapping["UNKNOWN 1"].name, s.mapping["UNKNOWN 2"].name) for s in res.subgraphs)
 
 
-@pytest.mark.integration
 def test_parts_of_a_disconnected_pattern_bind_distinct_nodes(eng: Any) -> None:
     pat = {"triples": [["Ada", "knows", "UNKNOWN 1"], ["Cy", "knows", "UNKNOWN 2"]]}
     assert _pairs(eng.retrieve(pat, k=10, k_node=1, k_rel=1)) == [("Dee", "Bob")]
@@ -224,7 +150,6 @@ def test_parts_of_a_disconnected_pattern_bind_distinct_nodes(eng: Any) -> None:
     assert _pairs(eng.retrieve(pat, k=10, k_node=1, k_rel=1, injective="none")) == [("Bob", "Bob"), ("Dee", "Bob")]
 
 
-@pytest.mark.integration
 def test_parts_of_a_disconnected_pattern_bind_distinct_relationships(eng: Any) -> None:
     # "Ada" and "ada" are two pattern nodes that embed alike (an uncased model): both bind the entity Ada
     pat = {"triples": [["Ada", "knows", "UNKNOWN 1"], ["ada", "knows", "UNKNOWN 2"]]}
@@ -238,7 +163,6 @@ def test_parts_of_a_disconnected_pattern_bind_distinct_relationships(eng: Any) -
         == [("Bob", "Bob"), ("Bob", "Dee"), ("Dee", "Bob"), ("Dee", "Dee")]
 
 
-@pytest.mark.integration
 def test_parts_of_a_disconnected_pattern_keep_unknowns_off_the_named_entities(eng: Any) -> None:
     """Edges mode: an unknown of one part may not bind a named entity of another part."""
     pat = {"triples": [["Ada", "knows", "UNKNOWN 1"], ["Bob", "knows", "UNKNOWN 2"]]}
@@ -261,7 +185,6 @@ def _narrow(eng: Any, cands: Candidates) -> tuple[Candidates, SearchStats]:
     return out, stats
 
 
-@pytest.mark.integration
 def test_narrowing_keeps_the_intersection_of_the_neighbourhoods(eng: Any) -> None:
     films = _eids(eng, {"triples": [["UNKNOWN movie 1", "starred_actors", "Ann Lee"]]}, "UNKNOWN movie 1")
     films.update(_eids(eng, {"triples": [["UNKNOWN movie 1", "directed_by", "Bo Chan"]]}, "UNKNOWN movie 1"))
@@ -280,7 +203,6 @@ def test_narrowing_keeps_the_intersection_of_the_neighbourhoods(eng: Any) -> Non
     assert stats.narrowed == {"UNKNOWN movie 1": 2}
 
 
-@pytest.mark.integration
 def test_a_capped_neighbourhood_does_not_narrow(eng: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A neighbourhood that reaches DOMAIN_CAP may be cut short: it must constrain nothing (exactness)."""
     import engine.matching as matching
