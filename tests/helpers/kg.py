@@ -10,7 +10,8 @@ def unique_kg(prefix: str = "t") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
-def shared_kg(prefix: str, records: list[Any], neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Callable[..., Any]]:
+def shared_kg(prefix: str, records: list[Any], neo4j_uri: str, milvus_uri: str,
+              embedder: Any) -> Iterator[Callable[..., Any]]:
     """Load ``records`` once into a fresh KG; yield ``factory(llm=False, **overrides)`` -> an Engine on it.
 
     For module-scoped fixtures: the engines are closed and the KG dropped from both stores afterwards.

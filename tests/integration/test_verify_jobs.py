@@ -1,4 +1,6 @@
-"""Fact-verification jobs: reading claims, shards, resuming after a kill or a cut output, the summary, the CLI."""
+"""Fact-verification jobs on a KG in the real Neo4j and Milvus: verdicts and the summary, resuming after a kill or a
+cut output, shards, retrying failed claims, the CLI. Reading claims, labels and shards:
+tests/unit/test_verify_jobs.py."""
 
 from __future__ import annotations
 
@@ -9,86 +11,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from engine import Engine, EngineConfig, InputError, MalformedInputError, MilvusSettings, Neo4jSettings
-from engine._errors import ConfigError
-from engine.jobs import (
-    BadRow,
-    ClaimRow,
-    format_summary,
-    is_correct,
-    normalize_label,
-    parse_shard,
-    read_claims,
-    read_verdicts,
-    run_verify_job,
-    shard_of,
-)
+from engine import Engine, EngineConfig, MilvusSettings, Neo4jSettings
+from engine.jobs import format_summary, run_verify_job, shard_of
 from loaders._model import Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers import ROOT
+from helpers.claims import CLAIMS, MALFORMED, MOVIES, claim_rows, write_claims
 from helpers.kg import unique_kg
-
-
-MOVIES = [
-    ("Heat", "directed_by", "Michael Mann"),
-    ("Heat", "starred_actors", "Al Pacino"),
-    ("Heat", "release_year", "1995"),
-    ("Collateral", "directed_by", "Michael Mann"),
-    ("Collateral", "starred_actors", "Tom Cruise"),
-    ("Alien", "directed_by", "Ridley Scott"),
-    ("Alien", "release_year", "1979"),
-    ("Gladiator", "starred_actors", "Russell Crowe"),
-    ("Top Gun", "starred_actors", "Tom Cruise"),
-]
-
-# (claim triple, gold label as a file would give it, the label the rule gives)
-CLAIMS = [
-    *[((h, r, t), "SUPPORTED", "SUPPORTED") for h, r, t in MOVIES],
-    (("Heat", "directed_by", "Ridley Scott"), "REFUTED", "REFUTED"),             # swapped tail
-    (("Alien", "directed_by", "Michael Mann"), "refutes", "REFUTED"),
-    (("Alien", "release_year", "1995"), False, "REFUTED"),
-    (("Heat", "release_year", "Michael Mann"), "False", "REFUTED"),            # wrong relation
-    (("Top Gun", "directed_by", "Tom Cruise"), "REFUTED", "REFUTED"),
-    (("Heat", "directed_by", "Steven Spielberg"), "NOT ENOUGH INFO", "NOT_ENOUGH_INFO"),  # unknown entity
-    (("Jaws", "directed_by", "Steven Spielberg"), "nei", "NOT_ENOUGH_INFO"),
-    (("Heat", "starred_actors", "Al Pacino"), True, "SUPPORTED"),
-]
-
-
-def claim_rows(copies: int = 1) -> list[dict[str, Any]]:
-    rows = []
-    for c in range(copies):
-        for i, ((h, r, t), gold, _) in enumerate(CLAIMS):
-            rows.append({"id": f"c{c}-{i}", "claim": f"{h} {r.replace('_', ' ')} {t}.", "label": gold,
-                         "pattern": {"triples": [[h, r, t]]}})
-    return rows
-
-
-MALFORMED = [
-    "{not json",
-    json.dumps({"claim": "no id here"}),
-    json.dumps({"id": "c0-0", "claim": "a duplicate id"}),
-    json.dumps({"id": "m1", "claim": "a bad label", "label": "maybe"}),
-    json.dumps({"id": "m2", "claim": "a bad pattern", "pattern": {"triples": [["only", "two"]]}}),
-    json.dumps({"id": "m3", "claim": "   "}),
-    json.dumps(["a", "list"]),
-]
-
-
-def write_claims(path: Path, copies: int = 1, malformed: bool = True) -> Path:
-    lines = [json.dumps(r) for r in claim_rows(copies)]
-    if malformed:
-        # spread the bad rows among the good ones; a blank line is not a row
-        for j, bad in enumerate(MALFORMED):
-            lines.insert(3 + 2 * j, bad)
-        lines.insert(1, "")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def normalized(path: Path) -> dict[str, dict[str, Any]]:
@@ -102,113 +36,6 @@ def normalized(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------------------
-# reading claims, labels, shards (no database)
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_read_claims_jsonl(tmp_path: Path) -> None:
-    path = write_claims(tmp_path / "claims.jsonl")
-    rows = list(read_claims(path))
-    good = [r for r in rows if isinstance(r, ClaimRow)]
-    bad = [r for r in rows if isinstance(r, BadRow)]
-    assert len(good) == len(CLAIMS) and len(bad) == len(MALFORMED)
-    reasons = [str(b) for b in bad]
-    lines = path.read_text().splitlines()
-    for b in bad:  # file:line: reason, with the line where the bad row is
-        assert str(b).startswith(f"{path}:{b.line}: ") and lines[b.line - 1] in MALFORMED
-    assert any("not valid JSON" in r for r in reasons)
-    assert any("missing or empty id" in r for r in reasons)
-    assert any("duplicate id 'c0-0' (first at line 1)" in r for r in reasons)
-    assert any("unknown label 'maybe'" in r for r in reasons)
-    assert any("bad pattern" in r for r in reasons)
-    assert any("missing or empty claim" in r for r in reasons)
-    assert any("expected an object" in r for r in reasons)
-    assert isinstance(bad[0].error(), MalformedInputError)
-    assert good[0].pattern == {"triples": [["Heat", "directed_by", "Michael Mann"]]}
-    assert [g.gold for g in good][-8:] == ["REFUTED", "REFUTED", "False", "False", "REFUTED", "NOT_ENOUGH_INFO",
-                                           "NOT_ENOUGH_INFO", "True"]
-
-
-def test_read_claims_csv(tmp_path: Path) -> None:
-    path = tmp_path / "claims.csv"
-    path.write_text(
-        'id,claim,label,pattern\n'
-        '1,"Heat was directed by Michael Mann.",True,"{""triples"": [[""Heat"", ""directed_by"", ""Michael Mann""]]}"\n'
-        '2,"A claim\non two lines",SUPPORTS,\n'
-        '3,too,many,cells,here\n'
-        '4,"Bad pattern",,"[[""a"", ""b""]"\n'
-        ',"no id",,\n'
-        '5,"ok, no label",,\n',
-        encoding="utf-8",
-    )
-    rows = list(read_claims(path))
-    good = {r.id: r for r in rows if isinstance(r, ClaimRow)}
-    bad = [str(r) for r in rows if isinstance(r, BadRow)]
-    assert sorted(good) == ["1", "2", "5"]
-    assert good["1"].gold == "True" and good["1"].pattern == {"triples": [["Heat", "directed_by", "Michael Mann"]]}
-    assert good["2"].claim == "A claim\non two lines" and good["2"].gold == "SUPPORTED" and good["2"].line == 3
-    assert good["5"].gold is None and good["5"].pattern is None
-    assert bad[0].startswith(f"{path}:5: expected 4 cells")
-    assert bad[1].startswith(f"{path}:6: id '4': bad pattern")
-    assert bad[2].startswith(f"{path}:7: missing or empty id")
-    (tmp_path / "nohead.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(InputError, match="'id' and 'claim'"):
-        list(read_claims(tmp_path / "nohead.csv"))
-    with pytest.raises(ConfigError, match="format"):
-        list(read_claims(tmp_path / "claims.txt"))
-
-
-def test_labels() -> None:
-    assert normalize_label("supported") == normalize_label("SUPPORTS") == "SUPPORTED"
-    assert normalize_label("Refuted") == normalize_label("REFUTES") == "REFUTED"
-    assert normalize_label("NOT ENOUGH INFO") == normalize_label("not_enough_info") == normalize_label("NEI") \
-        == "NOT_ENOUGH_INFO"
-    assert normalize_label(True) == normalize_label("true") == "True"
-    assert normalize_label(False) == normalize_label("FALSE") == "False"
-    with pytest.raises(ValueError):
-        normalize_label("maybe")
-    with pytest.raises(ValueError):
-        normalize_label(1)
-    # binary gold labels: True means SUPPORTED, False means anything else (SimGRAG's FactKG accuracy)
-    assert is_correct("SUPPORTED", "True") and is_correct("REFUTED", "False") and is_correct("NOT_ENOUGH_INFO", "False")
-    assert not is_correct("NOT_ENOUGH_INFO", "True") and not is_correct("FAILED", "False")
-    assert is_correct("REFUTED", "REFUTED") and not is_correct("NOT_ENOUGH_INFO", "REFUTED")
-
-
-def test_shards_partition_ids() -> None:
-    ids = [f"claim-{i}" for i in range(2000)]
-    for n in (1, 3, 8):
-        parts = [{i for i in ids if shard_of(i, n) == s} for s in range(n)]
-        assert sum(len(p) for p in parts) == len(ids) and set().union(*parts) == set(ids)
-        if n > 1:
-            assert min(len(p) for p in parts) > len(ids) / n * 0.8  # roughly even
-    # stable across processes and runs (not Python's salted hash)
-    assert [shard_of(f"c{i}", 4) for i in range(8)] == [3, 2, 1, 2, 0, 0, 2, 1]
-    assert parse_shard("2/5") == (2, 5) and parse_shard(None) is None
-    for bad in ("5/5", "-1/3", "1", "a/b", "0/0"):
-        with pytest.raises(ConfigError):
-            parse_shard(bad)
-
-
-def test_read_verdicts_partial_last_line(tmp_path: Path) -> None:
-    out = tmp_path / "v.jsonl"
-    out.write_bytes(b'{"id": "a", "label": "SUPPORTED"}\n{"id": "b", "lab')
-    records, partial = read_verdicts(out)
-    assert [r["id"] for r in records] == ["a"] and partial
-    assert out.read_bytes().endswith(b"lab")  # read only
-    records, partial = read_verdicts(out, repair=True)
-    assert partial and out.read_bytes() == b'{"id": "a", "label": "SUPPORTED"}\n'
-    out.write_bytes(b'{"id": "a"}\ngarbage\n{"id": "c"}\n')
-    with pytest.raises(MalformedInputError, match=r"v.jsonl:2: not a verdict line"):
-        read_verdicts(out)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# jobs on a KG in the real Neo4j and Milvus
-# ---------------------------------------------------------------------------------------------------------
-
-
 @pytest.fixture(scope="module")
 def kg_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     cfg = EngineConfig(kg=unique_kg("jobs"), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
@@ -220,7 +47,6 @@ def kg_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     eng.close()
 
 
-@pytest.mark.integration
 def test_job_verdicts_and_summary(kg_engine: Engine, tmp_path: Path) -> None:
     claims = write_claims(tmp_path / "claims.jsonl")
     out = tmp_path / "out" / "verdicts.jsonl"
@@ -250,7 +76,6 @@ def test_job_verdicts_and_summary(kg_engine: Engine, tmp_path: Path) -> None:
     assert again["accuracy"] == 1.0 and again["verdicts"] == len(CLAIMS)
 
 
-@pytest.mark.integration
 def test_job_resumes_after_a_cut_output(kg_engine: Engine, tmp_path: Path) -> None:
     claims = write_claims(tmp_path / "claims.jsonl")
     full = tmp_path / "full.jsonl"
@@ -264,7 +89,6 @@ def test_job_resumes_after_a_cut_output(kg_engine: Engine, tmp_path: Path) -> No
     assert normalized(cut) == normalized(full)
 
 
-@pytest.mark.integration
 def test_job_resumes_after_a_kill(kg_engine: Engine, tmp_path: Path) -> None:
     claims = write_claims(tmp_path / "claims.jsonl", copies=4, malformed=False)
     total = len(CLAIMS) * 4
@@ -298,7 +122,6 @@ def test_job_resumes_after_a_kill(kg_engine: Engine, tmp_path: Path) -> None:
     assert normalized(out) == normalized(full) and len(normalized(out)) == total
 
 
-@pytest.mark.integration
 def test_job_shards(kg_engine: Engine, tmp_path: Path) -> None:
     claims = write_claims(tmp_path / "claims.jsonl")
     outs, summaries = [], []
@@ -315,7 +138,6 @@ def test_job_shards(kg_engine: Engine, tmp_path: Path) -> None:
     assert sum(s["malformed"] for s in summaries) == len(MALFORMED)
 
 
-@pytest.mark.integration
 def test_job_retry_failed(kg_engine: Engine, tmp_path: Path) -> None:
     claims = tmp_path / "claims.jsonl"
     rows = claim_rows()[:3]
@@ -336,7 +158,6 @@ def test_job_retry_failed(kg_engine: Engine, tmp_path: Path) -> None:
     assert len(got) == 3 and got["c0-1"]["label"] == "SUPPORTED" and s3["accuracy"] == 1.0
 
 
-@pytest.mark.integration
 def test_cli_verify_and_ask(kg_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                             capsys: pytest.CaptureFixture[str]) -> None:
     from engine.cli import main
