@@ -27,6 +27,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if INTEGRATION in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.integration)
+        elif item.get_closest_marker("integration"):
+            raise pytest.UsageError(f"{item.nodeid} is marked integration outside tests/integration/: "
+                                    "the mark is given by folder, move the test there")
 
 
 @pytest.fixture(scope="session")

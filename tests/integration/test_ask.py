@@ -33,6 +33,7 @@ from loaders._model import Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import shared_kg
+from helpers.marks import withPackage
 
 
 MOVIES = [
@@ -367,8 +368,8 @@ def test_verify_many(kg: Callable[..., Engine]) -> None:
     assert [v.label for v in got] == [SUPPORTED, REFUTED]
 
 
+@withPackage("langchain_core")
 def test_langchain_retriever(kg: Callable[..., Engine], llm_server: Any) -> None:
-    pytest.importorskip("langchain_core")
     from engine.langchain import IsoragRetriever
 
     eng = kg(llm=llm_config(llm_server))

@@ -16,6 +16,7 @@ from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUn
 from engine.local_milvus import LocalMilvus
 from engine.vectors import KINDS, VectorStore, collection_name, slug
 
+from helpers.marks import withPackage
 
 DIM = 384
 
@@ -202,8 +203,8 @@ def test_unreachable_server_default_timeout() -> None:
     assert time.monotonic() - t0 < 10
 
 
+@withPackage("milvus_lite")
 def test_milvus_lite_file_uri(tmp_path) -> None:
-    pytest.importorskip("milvus_lite")
     rng = np.random.default_rng(13)
     x = _unit(rng, 200)
     vs = VectorStore(str(tmp_path / "vectors.db"), kg="lite")

@@ -75,7 +75,6 @@ def test_wheel_carries_the_runtime_files(wheel: tuple[Path, str]) -> None:
     assert not any(n.startswith(("tests/", "benchmarks/", "cypher/")) for n in names)
 
 
-@pytest.mark.integration
 def test_installed_wheel_loads_and_matches(wheel: tuple[Path, str], tmp_path: Path, neo4j_uri: str, milvus_uri: str,
                                            make_engine: Callable[..., Any]) -> None:
     """Installed (not editable) into a folder of its own, run from a directory where the checkout is not importable."""

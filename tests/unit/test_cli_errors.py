@@ -32,6 +32,7 @@ from engine.cli import EXIT_ERROR, EXIT_INTERNAL, main
 from helpers import ROOT
 from helpers.cli import (DEAD_NEO4J, KG, PATTERN, Files, argv, assert_one_line_error, base,  # noqa: F401  (files: the fixture)
                          files, run)
+from helpers.marks import withoutCUDA
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -371,12 +372,9 @@ def test_generated_bad_uris_are_refused(uri: str, which: str, files: Files, monk
     assert_one_line_error(rc, out, err, which)
 
 
+@withoutCUDA
 def test_a_device_that_is_not_here_is_refused_before_training(files: Files,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.scoring.device import WITH_CUDA
-
-    if WITH_CUDA:
-        pytest.skip("this machine has CUDA")
     rc, out, err = run(argv(files, "train-scorer", "--device", "cuda:0"), capsys)
     assert_one_line_error(rc, out, err, "CUDA is not available")
 

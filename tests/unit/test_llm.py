@@ -24,6 +24,7 @@ from engine.prompting import (
     render_verify_prompt,
 )
 from helpers.llm_server import Raw, Reply, Status
+from helpers.marks import withPackage
 
 GOOD = (
     'Sure! {"divided": ["the director of Heat", "this director also directed other films"], '
@@ -362,8 +363,10 @@ def _slow(text: str, delay: float = 0.3) -> Reply:
 # ---------------------------------------------------------------------------------------------------------
 
 
+@withPackage("langchain_core")
 def test_langchain_fake_chat_model():
-    fake_models = pytest.importorskip("langchain_core.language_models.fake_chat_models")
+    from langchain_core.language_models import fake_chat_models as fake_models
+
     model = fake_models.FakeListChatModel(responses=["not a pattern", GOOD, "stream me", "async"])
     llm = make_llm(model)
     assert isinstance(llm, LangChainLLM) and llm.model is model
@@ -374,8 +377,10 @@ def test_langchain_fake_chat_model():
     assert llm.stats.calls == 4
 
 
+@withPackage("langchain_core")
 def test_langchain_errors_become_llm_errors():
-    fake_models = pytest.importorskip("langchain_core.language_models.fake_chat_models")
+    from langchain_core.language_models import fake_chat_models as fake_models
+
     llm = LangChainLLM(fake_models.FakeListChatModel(responses=["abc"], error_on_chunk_number=1))
     with pytest.raises(LLMError, match="chat model failed"):
         list(llm.stream("hi"))

@@ -29,7 +29,7 @@ from engine.scoring import (
     triple_recall_at_k,
 )
 
-onlyCUDA = pytest.mark.skipif(not WITH_CUDA, reason="needs a CUDA device (torch.cuda.is_available() is False)")
+from helpers.marks import onlyCUDA
 
 
 @pytest.fixture(autouse=True)
