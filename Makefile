@@ -27,8 +27,9 @@ demo: servers
 test: servers
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
+# tests/unit only: no server is started (tests/unit/conftest.py refuses to start one)
 test-unit: install
-	$(PY) -m pytest -q -m "not integration" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not integration" tests/unit $(PYTEST_ARGS)
 
 stop:
 	-$(VENV)/bin/isorag neo4j stop

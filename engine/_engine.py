@@ -24,9 +24,14 @@ class Engine:
     ``llm``: an :class:`~engine.llm.LLMConfig`, an :class:`~engine.llm.LLM`, a langchain-core chat model,
     ``None`` (the default: an OpenAI-compatible endpoint when ``ISORAG_LLM_*`` configures one, else no LLM)
     or ``False`` (no LLM, whatever the environment says).
+
+    ``embedder``: an :class:`~engine.embeddings.Embedder` to use instead of ``config.embedding_model`` (one model
+    shared by several engines in a process, or a stand-in); ``None`` (the default) loads the configured model at
+    first use.
     """
 
-    def __init__(self, config: EngineConfig | None = None, *, llm: Any = None, **overrides: Any) -> None:
+    def __init__(self, config: EngineConfig | None = None, *, llm: Any = None, embedder: Any = None,
+                 **overrides: Any) -> None:
         cfg = config or EngineConfig.from_env()
         if overrides:
             cfg = cfg.with_(**overrides)
@@ -34,7 +39,7 @@ class Engine:
         self._lock = threading.RLock()
         self._graph: Any = None
         self._vectors: Any = None
-        self._embedder: Any = None
+        self._embedder: Any = embedder
         self._matcher: Any = None
         self._llm_arg: Any = llm
         self._llm: Any = None
