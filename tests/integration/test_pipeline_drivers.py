@@ -1,7 +1,7 @@
 """ask, aask, ask_stream and aask_stream (and verify, averify) drive one answering pipeline: on the same inputs they
 give the same answer, evidence, answers and failed stage, without and with a triple scorer, with an LLM that answers
 and one that fails. A small KG in the real Neo4j and Milvus; the LLM is the real ``openai`` client against the
-scripted local server (tests/llm_server.py), which answers by the kind of prompt so that every driver hears the
+scripted local server (tests/helpers/llm_server.py), which answers by the kind of prompt so that every driver hears the
 same replies."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from llm_server import Reply, Status
+from helpers.kg import shared_kg
+from helpers.llm_server import Reply, Status
 
 from engine import (
     NOT_ENOUGH_INFO,
@@ -26,8 +27,6 @@ from engine import (
     Verdict,
 )
 from loaders._model import Triple
-
-pytestmark = pytest.mark.integration
 
 MOVIES = [
     ("Heat", "directed_by", "Michael Mann"),
@@ -57,8 +56,6 @@ C_VERDICT = "As graph [1] says so, the answer is True."
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """The movie KG, loaded once for the module; yields a factory of engines on it."""
-    from conftest import shared_kg
-
     records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
     yield from shared_kg("drivers", records, neo4j_uri, milvus_uri, embedder)
 
