@@ -28,7 +28,9 @@ The parts, each counting its faults and their outcomes:
    until the answer equals the one recorded before any fault: ``recovered`` counts the kills after which it
    did (within --recovery-timeout). Queries that end during an outage must raise a typed ``IsoragError``.
 5. concurrent loads: three ``isorag load --kg f_conc`` start at once (default lease TTL); the ones that do not
-   get the lease must fail at once (exit 2, ``KGLockedError``: "is being written by") while the holder loads.
+   get the lease must fail at once (exit 2, ``KGLockedError`` naming the holder; before the holder ends, or within
+   --at-once-s of their start), then f_conc must equal the reference. These loaders run ``engine.cli.main`` with
+   a faulthandler stack dump armed after --at-once-s, so a slow one shows where it waited.
 6. throughput: 16 threads x 1,000 retrievals (--quick: 16 x 100) on ``ref`` through one Engine, patterns taken
    in turn; per-call latency (p50_ms, p99_ms), the process' VmRSS before and after (rss_growth_mb), and every
    answer compared with the single-threaded answer for its pattern.
@@ -38,6 +40,11 @@ The parts, each counting its faults and their outcomes:
    does not exist. Each must be refused: non-zero exit, ``isorag: error: ...`` as the last line of stderr, no
    traceback (a claims file with one bad row among good ones is verified, and exits 1 naming the row: the CLI's
    documented "done, but not clean").
+
+They run in the order 1, 6, 5, 2 + 4, 3 + 4, 4 (without --quick), 7; a KG is dropped once it has been compared,
+the reference at the end. The loaders' stderr lines that are not the error (the Neo4j driver's retry warnings)
+are counted in the details (``typed_with_extra_stderr``, ``retry_warning_lines``); so are the drivers' log
+records of this process (``driver_log_records``), which are not printed.
 
 Figures (the last stdout line is one JSON object; the full record goes to benchmarks/results/faults.json, or
 faults_quick.json):
@@ -103,7 +110,8 @@ PATTERNS: list[dict[str, Any]] = [
 ]
 
 # Read-only statements of this benchmark (content fingerprints of a KG; the engine's own are in cypher/).
-_Q_ENTITIES = "MATCH (n:IsoragEntity {isorag_kg: $kg}) RETURN n.isorag_key AS key, n.isorag_name AS name, n.isorag_eid AS eid"
+_Q_ENTITIES = ("MATCH (n:IsoragEntity {isorag_kg: $kg}) "
+               "RETURN n.isorag_key AS key, n.isorag_name AS name, n.isorag_eid AS eid")
 _Q_TRIPLES = ("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity {isorag_kg: $kg}) "
               "WHERE type(r) <> 'ISORAG_IS_A' RETURN h.isorag_key AS h, type(r) AS r, t.isorag_key AS t")
 _Q_RELATIONS = "MATCH (rt:IsoragRelationType {kg: $kg}) RETURN rt.name AS name, rt.rid AS id"
@@ -131,7 +139,13 @@ class Tally:
         self.lock = threading.Lock()
         self.c: collections.Counter[str] = collections.Counter()
         self.problems: list[str] = []
+        self.notes: list[str] = []  # worth knowing, not failures
         self.tracebacks: list[str] = []
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.notes.append(one_line(text, 600))
+        log(f"note: {one_line(text, 300)}")
 
     def add(self, key: str, n: int = 1) -> None:
         with self.lock:
@@ -252,6 +266,13 @@ class Private:
 
     def __init__(self, args: argparse.Namespace) -> None:
         shared = Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag").expanduser()
+        self.neo_port = args.neo4j_port or _free_port(7697)
+        self.mil_port = args.milvus_port or _free_port(19540)
+        for port in (self.neo_port, self.mil_port):
+            if port in DEFAULT_PORTS:
+                raise CampaignError(f"port {port} belongs to the default servers: choose another")
+            if _port_listening(port):
+                raise CampaignError(f"port {port} is in use: choose another (--neo4j-port / --milvus-port)")
         self.home = Path(tempfile.mkdtemp(prefix="isorag-faults-", dir=args.tmp)).resolve()
         self.keep = args.keep
         # shared read-only caches: the Neo4j build, the unpacked Milvus binary, the embedding models
@@ -262,13 +283,6 @@ class Private:
                 p = self.home / link
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.symlink_to(target.resolve(), target_is_directory=True)
-        self.neo_port = args.neo4j_port or _free_port(7697)
-        self.mil_port = args.milvus_port or _free_port(19540)
-        for port in (self.neo_port, self.mil_port):
-            if port in DEFAULT_PORTS:
-                raise CampaignError(f"port {port} belongs to the default servers: choose another")
-            if _port_listening(port):
-                raise CampaignError(f"port {port} is in use: choose another (--neo4j-port / --milvus-port)")
         self.neo_uri = f"bolt://127.0.0.1:{self.neo_port}"
         self.mil_uri = f"http://127.0.0.1:{self.mil_port}"
         keep_vars = ("ISORAG_MILVUS_ISOLATION", "ISORAG_MILVUS_LOG_LEVEL")
@@ -289,6 +303,9 @@ class Private:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.start_timeout = args.start_timeout
         self.up = {"neo4j": False, "milvus": False}
+        self.killed_milvus: list[int] = []  # server pids killed: their /tmp/milvus/server_id_<pid> is removed
+        self.start_failures: list[dict[str, Any]] = []  # failed `isorag <server> start`s, with what they said
+        self.last_kill: dict[str, Any] = {}
 
     def cli(self, *argv: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.run([PY, "-m", "engine.cli", *argv], cwd=ROOT, env=env or self.client_env,
@@ -305,8 +322,14 @@ class Private:
             if r is not None and r.returncode == 0:
                 self.up[which] = True
                 return time.monotonic() - t0
-            why = "timed out" if r is None else f"exit {r.returncode}: {one_line(r.stderr[-600:], 600)}"
-            log(f"{which} start failed (attempt {attempt}): {why}")
+            err = "" if r is None else r.stderr
+            self.start_failures.append({
+                "server": which, "attempt": attempt, "after_s": round(time.monotonic() - t0, 1),
+                "rc": None if r is None else r.returncode, "error": one_line(err[:1500], 1500),
+                "stderr_tail": err[-4000:]})
+            (self.logs / f"start-{which}-{len(self.start_failures)}.err").write_text(err)
+            why = "timed out" if r is None else f"exit {r.returncode}: {one_line(err, 300)}"
+            log(f"{which} start failed (attempt {attempt}, {time.monotonic() - t0:.0f} s): {why}")
             if attempt == 1:
                 time.sleep(5)
         raise CampaignError(f"the private {which} does not start")
@@ -324,8 +347,9 @@ class Private:
             pass
         for pid in cands:
             cl = _cmdline(pid)
-            if "isorag.Neo4jServer" in cl and "--home" in cl[:-1] and Path(cl[cl.index("--home") + 1]).resolve() == home:
-                return [pid]
+            if "isorag.Neo4jServer" in cl and "--home" in cl[:-1]:
+                if Path(cl[cl.index("--home") + 1]).resolve() == home:
+                    return [pid]
         return []
 
     def milvus_pids(self) -> list[int]:
@@ -345,15 +369,21 @@ class Private:
         pids = self.neo4j_pids() if which == "neo4j" else self.milvus_pids()
         if not pids:
             raise CampaignError(f"cannot find the private {which}'s processes in {self.home}")
+        if which == "milvus":
+            self.killed_milvus += [p for p in pids if (_cmdline(p) or [""])[0].endswith("milvus")]
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self.up[which] = False
-        deadline = time.monotonic() + 20
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        t0 = time.monotonic()
+        while any(_alive(p) for p in pids) and time.monotonic() - t0 < 60:
             time.sleep(0.05)
+        self.last_kill = {"pids": len(pids), "gone_after_s": round(time.monotonic() - t0, 2),
+                          "still_alive": [p for p in pids if _alive(p)]}
+        if self.last_kill["still_alive"]:
+            log(f"{which}: pids {self.last_kill['still_alive']} still alive 60 s after SIGKILL")
         return pids
 
     def stop(self, which: str) -> None:
@@ -370,7 +400,34 @@ class Private:
                 self.kill(which)
         self.up[which] = False
 
+    def sweep(self) -> list[int]:
+        """SIGKILL any process left that runs from the private home (its path, or the private Milvus' alias, in
+        its command line: only processes this campaign started), e.g. a server spawned by a start that Ctrl-C cut
+        short before its pid was written."""
+        from engine.local_milvus import _alias
+
+        marks = (str(self.home), _alias(self.home / "milvus"))
+        me = os.getpid()
+        found = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) == me:
+                continue
+            cl = " ".join(_cmdline(int(d.name)))
+            if any(m in cl for m in marks) and _alive(int(d.name)):
+                found.append(int(d.name))
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return found
+
     def remove(self) -> None:
+        for pid in self.killed_milvus:  # what Milvus leaves outside its home when it gets kill -9 (as stop() does)
+            try:
+                Path(f"/tmp/milvus/server_id_{pid}").unlink()
+            except OSError:
+                pass
         if self.keep:
             log(f"kept {self.home}")
             return
@@ -437,6 +494,22 @@ def snapshot(eng: Any) -> dict[str, Any]:
             "content": content, "vec_missing": vec_missing, "vec_extra": vec_extra, "bad_eids": bad_eids}
 
 
+def empty_snapshot() -> dict[str, Any]:
+    """What ``snapshot`` would say of a KG that is in neither store."""
+    return {"stats": {"agree": False}, "counts": {f"{s}.{k}": 0 for s, k in _COUNTS}, "duplicates": {},
+            "content": {x: collections.Counter() for x in ("entities", "triples", "relations", "types")},
+            "vec_missing": 0, "vec_extra": 0, "bad_eids": 0}
+
+
+def snapshot_or_empty(eng: Any) -> dict[str, Any]:
+    from engine._errors import KGNotFoundError
+
+    try:
+        return snapshot(eng)
+    except KGNotFoundError:
+        return empty_snapshot()
+
+
 def compare(ref: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
     lost = dup = 0
     for s, k in _COUNTS:
@@ -454,12 +527,20 @@ def compare(ref: dict[str, Any], got: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------- loaders, leases
+# engine.cli's entry point as ``python -m engine.cli`` runs it, with a dump of every thread's stack (faulthandler,
+# to stderr) if the process still runs after argv[1] seconds: it shows where a slow loader waits.
+_DUMP_LINES = ("Timeout (", "Thread 0x", "Current thread 0x", "  File \"", "  <no Python frame>")
+_CLI_WITH_DUMP = ("import faulthandler, sys; faulthandler.dump_traceback_later(float(sys.argv[1])); "
+                  "from engine.cli import main; sys.exit(main(sys.argv[2:]))")
+
+
 class Loader:
     """``isorag load FILE --kg KG --quiet`` in a subprocess, its output in files."""
 
     n = 0
 
-    def __init__(self, priv: Private, kg: str, path: Path, batch: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, priv: Private, kg: str, path: Path, batch: int, env: dict[str, str] | None = None,
+                 dump_after: float | None = None) -> None:
         Loader.n += 1
         self.kg, self.id = kg, Loader.n
         self.err_path = priv.logs / f"load-{kg}-{self.id}.err"
@@ -468,27 +549,29 @@ class Loader:
         self.t0 = time.monotonic()
         self.t1: float | None = None
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
+            entry = ["-m", "engine.cli"] if dump_after is None else ["-c", _CLI_WITH_DUMP, str(dump_after)]
             self.proc = subprocess.Popen(
-                [PY, "-m", "engine.cli", "load", str(path), "--kg", kg, "--quiet", "--batch-size", str(batch)],
+                [PY, *entry, "load", str(path), "--kg", kg, "--quiet", "--batch-size", str(batch)],
                 cwd=ROOT, env=env or priv.loader_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 start_new_session=True)
+        # the exit time, exactly, however often the campaign looks
+        threading.Thread(target=self._reap, name=f"faults-loader-{self.id}", daemon=True).start()
+
+    def _reap(self) -> None:
+        self.proc.wait()
+        self.t1 = time.monotonic()
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def running(self) -> bool:
-        if self.proc.poll() is None:
-            return True
-        if self.t1 is None:
-            self.t1 = time.monotonic()
-        return False
+        return self.proc.poll() is None
 
     def wait(self, timeout: float) -> bool:
         """True if it ended by itself within ``timeout``; else it is killed."""
         try:
             self.proc.wait(timeout=timeout)
-            self.running()
             return True
         except subprocess.TimeoutExpired:
             self.kill()
@@ -499,15 +582,19 @@ class Loader:
             self.killed = True
             self.proc.kill()
             self.proc.wait()
-        self.running()
 
     def outcome(self) -> dict[str, Any]:
         err = self.err_path.read_text("utf-8", "replace") if self.err_path.exists() else ""
+        dump = [ln for ln in err.splitlines() if ln.startswith(_DUMP_LINES)]
+        if dump:  # a faulthandler dump (dump_after): where it was, kept apart for the report
+            err = "\n".join(ln for ln in err.splitlines() if not ln.startswith(_DUMP_LINES))
         o = classify_cli(self.proc.returncode, err, self.killed)
         o.update(loader=self.id, pid=self.pid, seconds=round((self.t1 or time.monotonic()) - self.t0, 2),
                  lease_lost_warning="lost the writer lease" in err)
         if o["kind"] == "traceback":
             o["stderr_tail"] = err[-2000:]
+        if dump and o["kind"] != "ok":
+            o["stack_dump"] = "\n".join(dump)[-6000:]
         return o
 
 
@@ -657,8 +744,8 @@ class Campaign:
             self.engines[kg] = make_engine(self.priv, kg, emb)
         return self.engines[kg]
 
-    def new_loader(self, kg: str, env: dict[str, str] | None = None) -> Loader:
-        ld = Loader(self.priv, kg, self.kb, self.args.batch_size, env)
+    def new_loader(self, kg: str, env: dict[str, str] | None = None, dump_after: float | None = None) -> Loader:
+        ld = Loader(self.priv, kg, self.kb, self.args.batch_size, env, dump_after)
         self.loaders.append(ld)
         return ld
 
@@ -685,7 +772,8 @@ class Campaign:
             self.tally.problem(f"pattern {i} answered differently twice in a row, without faults", "wrong_answers")
         empty = [i for i, e in enumerate(self.expected) if not e[0]]
         self.parts["reference"] = {
-            "triples_in_file": n, "load_s": round(self.ref_load_s, 2), "relationships_created": summary.relationships_created,
+            "triples_in_file": n, "load_s": round(self.ref_load_s, 2),
+            "relationships_created": summary.relationships_created,
             "counts": self.ref["counts"], "agree": self.ref["stats"]["agree"], "patterns": len(PATTERNS),
             "patterns_without_answer": empty, "unstable_patterns": unstable,
             "answers": {i: [list(sg[1][0]) for sg in e[0]][:3] for i, e in enumerate(self.expected)},
@@ -698,6 +786,7 @@ class Campaign:
     def kill_cycle(self, which: str, label: str, loader: Loader | None, delay: float) -> dict[str, Any]:
         """Kill ``which``, restart it, and wait until the query Engine answers correctly again."""
         running = loader is not None and loader.running()
+        failed_before = len(self.priv.start_failures)
         t_kill = time.monotonic()
         pids = self.priv.kill(which)
         restart_s = self.priv.start(which)
@@ -707,13 +796,21 @@ class Campaign:
         self.windows.append((t_kill, t_back))
         rec = {"n": len(self.kills) + 1, "server": which, "part": label, "during_load": running,
                "loader": loader.id if loader is not None else None, "delay_s": round(delay, 2),
-               "pids_killed": len(pids), "restart_s": round(restart_s, 1),
+               "pids_killed": len(pids), "pids_gone_after_s": self.priv.last_kill.get("gone_after_s"),
+               "pids_still_alive": self.priv.last_kill.get("still_alive"), "restart_s": round(restart_s, 1),
                "recovered": rec_s is not None, "recovery_s": round(rec_s, 2) if rec_s is not None else None,
-               "outage_s": round(t_back - t_kill, 1), "probe_errors": errs}
+               "outage_s": round(t_back - t_kill, 1), "probe_errors": errs,
+               "start_failures": len(self.priv.start_failures) - failed_before}
         self.kills.append(rec)
         self.tally.add("faults")
+        for f in self.priv.start_failures[failed_before:]:
+            self.tally.problem(f"{label}: `isorag {which} start` after kill {rec['n']} failed (attempt {f['attempt']}, "
+                               f"exit {f['rc']} after {f['after_s']} s): {f['error'][:400]}")
         if rec_s is not None:
             self.tally.add("recovered")
+            if rec_s > 30:
+                self.tally.note(f"{label}: the same Engine answered again only {rec_s:.0f} s after {which} was back "
+                                f"(kill {rec['n']}, outage {rec['outage_s']} s; meanwhile {errs})")
         else:
             self.tally.problem(f"{label}: queries did not answer correctly within {self.args.recovery_timeout:.0f} s "
                                f"after the restart of {which} (kill {rec['n']}): {errs}")
@@ -742,7 +839,7 @@ class Campaign:
         cycles: list[dict[str, Any]] = []
         loader: Loader | None = None
         fresh = False
-        hi = max(1.0, 0.6 * self.ref_load_s)
+        hi = max(1.0, 0.3 * self.ref_load_s)  # a fresh load: graph and vector stages both get hit
         while len(cycles) < want and len(loaders) < 4 * want:
             if loader is None or not loader.running():
                 if loader is not None:
@@ -755,7 +852,7 @@ class Campaign:
                 if not wait_lease(graph, loader, 120):
                     continue  # ended (or never took the lease): the next run
                 fresh = True
-            delay = self.rng.uniform(0.3, hi) if fresh else self.rng.uniform(0.5, 3.0)
+            delay = self.rng.uniform(0.3, hi) if fresh else self.rng.uniform(0.5, 2.0)
             fresh = False
             if not self.sleep_while(loader, delay):
                 continue  # it finished first: a new run
@@ -770,6 +867,13 @@ class Campaign:
                                "the last restart: killed")
         lease_wait = wait_lease_free(graph, self.args.lock_ttl + 30)
         outcomes = [ld.outcome() for ld in loaders]
+        # Before the rerun: a vector is written only once its item's Neo4j transaction committed, so a vector
+        # without its Neo4j item means a commit lost to kill -9 (the rerun would hide it).
+        before = snapshot_or_empty(self.engine(kg))
+        orphans = before["vec_extra"]
+        if orphans:
+            self.tally.problem(f"{label}: {orphans} vector(s) of {kg!r} without their Neo4j item after the kills "
+                               "(committed graph writes lost?)")
         self.count_loader_outcomes(label, outcomes)
         reruns = []
         for _ in range(2):
@@ -784,11 +888,16 @@ class Campaign:
             if o["kind"] == "traceback":
                 self.tally.traceback(f"{label} rerun loader {o['loader']}", o.get("stderr_tail", o["last"]))
         cmp = self.compare_kg(kg, label)
+        dropped = self.drop(kg)
         self.parts[label] = {
             "server": which, "kg": kg, "kills": len(cycles), "kills_mid_load": sum(c["during_load"] for c in cycles),
             "loader_runs": len(loaders), "loaders": self.outcome_counts(outcomes), "hung_loaders": hung,
             "lease_free_after_s": round(lease_wait, 1) if lease_wait is not None else None,
-            "rerun": reruns, "result": cmp, "cycles": cycles, "loader_outcomes": outcomes,
+            "before_rerun": {"counts": before["counts"], "orphan_vectors": orphans,
+                             "entities_without_vector": before["vec_missing"]},
+            "typed_with_extra_stderr": sum(o["kind"] == "typed" and o["stderr_lines"] > 1 for o in outcomes),
+            "retry_warning_lines": sum(o["retry_warnings"] for o in outcomes),
+            "rerun": reruns, "result": cmp, "dropped": dropped, "cycles": cycles, "loader_outcomes": outcomes,
         }
 
     def count_loader_outcomes(self, label: str, outcomes: list[dict[str, Any]]) -> None:
@@ -806,13 +915,14 @@ class Campaign:
         return dict(collections.Counter(o["kind"] for o in outcomes))
 
     def compare_kg(self, kg: str, label: str) -> dict[str, Any]:
-        got = snapshot(self.engine(kg))
+        got = snapshot_or_empty(self.engine(kg))
         cmp = compare(self.ref, got)
         for key in ("lost", "duplicated", "content_missing", "content_extra"):
             if cmp[key]:
                 self.tally.add(key, cmp[key])
-                self.tally.problems.append(f"{label}: KG {kg!r} {key} = {cmp[key]} (counts {cmp['counts']} vs "
-                                           f"reference {self.ref['counts']}; Milvus duplicates {cmp['milvus_duplicates']})")
+                self.tally.problems.append(
+                    f"{label}: KG {kg!r} {key} = {cmp[key]} (counts {cmp['counts']} vs reference "
+                    f"{self.ref['counts']}; Milvus duplicates {cmp['milvus_duplicates']})")
         log(f"{label}: KG {kg!r} vs reference: lost {cmp['lost']}, duplicated {cmp['duplicated']}, content missing "
             f"{cmp['content_missing']}, extra {cmp['content_extra']}, stores agree {cmp['agree']}")
         return cmp
@@ -833,10 +943,10 @@ class Campaign:
         log(f"part 5: {n} loads of KG {kg!r} at once (default lease TTL)")
         graph = self.graph(kg)
         env = {k: v for k, v in self.priv.client_env.items() if k != "ISORAG_LOCK_TTL_S"}
-        loaders = [self.new_loader(kg, env) for _ in range(n)]
+        loaders = [self.new_loader(kg, env, dump_after=self.args.at_once_s) for _ in range(n)]
         holders: dict[int, float] = {}
         t0 = time.monotonic()
-        while any(ld.running() for ld in loaders) and time.monotonic() - t0 < self.args.loader_timeout:
+        while [ld for ld in loaders if ld.running()] and time.monotonic() - t0 < self.args.loader_timeout:
             h = lease_holder(graph)
             if isinstance(h, dict):
                 for ld in loaders:
@@ -849,7 +959,11 @@ class Campaign:
         winners = [o for o in outcomes if o["kind"] == "ok"]
         locked = [o for o in outcomes if o["kind"] == "typed" and "is being written by" in o["last"]]
         first_end = min((o["seconds"] for o in winners), default=None)
-        at_once = [o for o in locked if first_end is not None and o["seconds"] < first_end]
+        # refused while a winner held the lease (the message names it), and without waiting: before the winner
+        # ended, or within --at-once-s of its own start (a loader's start-up: interpreter, model, connections)
+        named = [o for o in locked if any(f"(pid {w['pid']} " in o["last"] for w in winners)]
+        at_once = [o for o in named if o["seconds"] <= self.args.at_once_s
+                   or first_end is not None and o["seconds"] < first_end]
         self.tally.add("faults", n - 1)
         self.tally.add("typed_errors", len(locked))
         for o in outcomes:
@@ -860,13 +974,16 @@ class Campaign:
         if len(winners) + len(locked) != n:
             self.tally.problem(f"part 5: a concurrent load neither loaded nor failed with KGLockedError: {outcomes}")
         if len(at_once) != len(locked):
-            self.tally.problem(f"part 5: a refused load did not fail while the lease holder was loading: {outcomes}")
+            slow = [{k: o.get(k) for k in ("loader", "pid", "seconds", "last")} for o in locked if o not in at_once]
+            self.tally.problem(f"part 5: refused load(s) that did not fail at once (winner ended after {first_end} s; "
+                               f"stack dumps in the details): {slow}")
         if len(winners) > 1:
             log(f"part 5: {len(winners)} loads succeeded (one after the other: lease holders seen {holders})")
         cmp = self.compare_kg(kg, "concurrent_loads") if winners else {}
         self.parts["concurrent_loads"] = {
             "loads": n, "succeeded": len(winners), "refused_kglocked": len(locked), "refused_at_once": len(at_once),
-            "lease_holders_seen": {str(k): v for k, v in holders.items()}, "outcomes": outcomes, "result": cmp}
+            "lease_holders_seen": {str(k): v for k, v in holders.items()}, "outcomes": outcomes, "result": cmp,
+            "dropped": self.drop(kg)}
         log(f"part 5: {len(winners)} loaded, {len(locked)} refused with KGLockedError "
             f"({len(at_once)} while the holder was loading)")
 
@@ -931,7 +1048,8 @@ class Campaign:
     def bad_inputs(self) -> None:
         d = self.priv.home / "bad-inputs"
         d.mkdir(exist_ok=True)
-        good = '{"id": "1", "claim": "Movie 3 was directed by Director 3", "pattern": {"triples": [["Movie 3", "directed_by", "Director 3"]]}}\n'
+        good = json.dumps({"id": "1", "claim": "Movie 3 was directed by Director 3",
+                           "pattern": {"triples": [["Movie 3", "directed_by", "Director 3"]]}}) + "\n"
         (d / "claims_one_bad_byte.jsonl").write_bytes(good.encode() + b'{"id": "2", "claim": "caf\xe9 noir"}\n')
         (d / "claims_all_bad.jsonl").write_bytes(b'{"id": "2", "claim": "caf\xe9 noir"}\n')
         (d / "malformed.txt").write_text("no separators here\nonly|two\nfour|fields|in|it\n\x00|x\n")
@@ -988,7 +1106,7 @@ class Campaign:
             return {"case": name, "rc": rc, "kind": kind, "one_line": len(lines) == 1, "stderr": one_line(err, 400),
                     "seconds": round(time.monotonic() - t0, 2)}
 
-        with ThreadPoolExecutor(3) as pool:
+        with ThreadPoolExecutor(4) as pool:
             results = list(pool.map(run, cases))
         for r in results:
             self.tally.add("faults")
@@ -1013,41 +1131,52 @@ class Campaign:
         for ld in self.loaders:
             ld.kill()
 
-    def drop_all(self) -> dict[str, Any]:
+    def drop(self, kg: str) -> str | None:
+        """Drop a private KG (checked, or at the end); what happened, None if it was not there."""
         from engine._errors import IsoragError, KGNotFoundError
 
+        eng = self.engine(kg)
+        try:
+            eng.stats()
+        except KGNotFoundError:
+            return None
+        except IsoragError as e:
+            return f"not dropped: {one_line(e, 200)}"
+        t0 = time.monotonic()
+        try:
+            eng.drop()
+            return f"dropped in {time.monotonic() - t0:.1f} s"
+        except IsoragError as e:
+            self.tally.problem(f"dropping KG {kg!r} failed: {one_line(e)}")
+            return f"drop failed: {one_line(e, 200)}"
+        except Exception:  # noqa: BLE001
+            self.tally.traceback(f"drop of {kg!r}", traceback.format_exc())
+            return "drop raised an untyped exception"
+
+    def drop_all(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for kg in ("f_neo", "f_mil", "f_conc", "f_bad", "ref"):
-            eng = self.engine(kg)
-            try:
-                eng.stats()
-            except KGNotFoundError:
-                continue
-            except IsoragError as e:
-                out[kg] = f"not dropped: {one_line(e, 200)}"
-                continue
-            t0 = time.monotonic()
-            try:
-                eng.drop()
-                out[kg] = f"dropped in {time.monotonic() - t0:.1f} s"
-            except IsoragError as e:
-                out[kg] = f"drop failed: {one_line(e, 200)}"
-                self.tally.problem(f"dropping KG {kg!r} after the campaign failed: {one_line(e)}")
-            except Exception:  # noqa: BLE001
-                self.tally.traceback(f"drop of {kg!r}", traceback.format_exc())
+            what = self.drop(kg)
+            if what is not None:
+                out[kg] = what
+        return out
+
+    def close(self) -> None:
+        """Close the engines: their Milvus channels close, so engine threads still at work (an interrupted load's
+        finalize) fail at once instead of retrying against stopped servers."""
         for eng in self.engines.values():
             try:
                 eng.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-        return out
 
 
 def run_campaign(args: argparse.Namespace, priv: Private, tally: Tally, camp: Campaign) -> None:
     log(f"private servers: Neo4j {priv.neo_uri}, Milvus {priv.mil_uri}, home {priv.home}")
-    for which in ("neo4j", "milvus"):
-        s = priv.start(which)
-        log(f"private {which} up in {s:.1f} s")
+    with ThreadPoolExecutor(2) as pool:  # two servers, started side by side
+        starts = {w: pool.submit(priv.start, w) for w in ("neo4j", "milvus")}
+    for which, fut in starts.items():
+        log(f"private {which} up in {fut.result():.1f} s")
     camp.reference()
     camp.throughput()
     camp.concurrent_loads()
@@ -1086,10 +1215,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=16, help="part 6 threads")
     ap.add_argument("--per-thread", type=int, default=None, help="part 6 retrievals per thread (1,000; --quick 100)")
     ap.add_argument("--query-threads", type=int, default=2, help="query threads during the kills")
-    ap.add_argument("--query-pause", type=float, default=0.05, help="pause between a query thread's calls (s)")
+    ap.add_argument("--query-pause", type=float, default=0.2, help="pause between a query thread's calls (s)")
     ap.add_argument("--concurrent", type=int, default=3, help="loads at once in part 5")
     ap.add_argument("--separate-query-kills", action=argparse.BooleanOptionalAction, default=None,
                     help="part 4 also kills each server --kills times with no load running (default: not with --quick)")
+    ap.add_argument("--at-once-s", type=float, default=10.0,
+                    help="part 5: a refused load must end within this many seconds of its start, or before the winner")
     ap.add_argument("--lock-ttl", type=float, default=5.0, help="ISORAG_LOCK_TTL_S of the loaders of parts 2, 3")
     ap.add_argument("--recovery-timeout", type=float, default=120.0, help="seconds to answer again after a restart")
     ap.add_argument("--loader-timeout", type=float, default=300.0, help="seconds a loader may run")
@@ -1151,17 +1282,29 @@ def main() -> int:
                         drops = camp.drop_all()
                     except Exception as e:  # noqa: BLE001
                         drops = {"error": one_line(e)}
+                camp.close()
             from engine.graph import close_drivers
 
             close_drivers()
         finally:
             if priv is not None:
-                for which in ("milvus", "neo4j"):
-                    log(f"stopping the private {which}")
+                def stop(which: str) -> None:
+                    t0 = time.monotonic()
                     try:
                         priv.stop(which)
+                        log(f"private {which} stopped in {time.monotonic() - t0:.1f} s")
                     except Exception as e:  # noqa: BLE001 - keep stopping the other one
-                        log(f"stopping {which}: {e}")
+                        log(f"stopping the private {which}: {e}")
+
+                log("stopping the private servers")
+                stoppers = [threading.Thread(target=stop, args=(w,)) for w in ("milvus", "neo4j")]
+                for t in stoppers:
+                    t.start()
+                for t in stoppers:
+                    t.join()
+                left = priv.sweep()
+                if left:
+                    log(f"killed {len(left)} leftover process(es) of the private home: {left}")
                 priv.remove()
 
     c = tally.c
@@ -1186,7 +1329,8 @@ def main() -> int:
     for name, p in parts.items():
         if name in ("neo4j_kill_load", "milvus_kill_load"):
             brief[name] = {"kills": p["kills"], "mid_load": p["kills_mid_load"], "loader_runs": p["loader_runs"],
-                           "loaders": p["loaders"], "lost": p["result"]["lost"], "duplicated": p["result"]["duplicated"]}
+                           "loaders": p["loaders"], "lost": p["result"]["lost"],
+                           "duplicated": p["result"]["duplicated"]}
         elif name == "queries_under_kills":
             brief[name] = {"calls": p["calls"], "during": p["during"], "outside": p["outside"],
                            "recovered": p["recovered"], "kills": p["kills"], "recovery_s_max": p["recovery_s_max"]}
@@ -1198,8 +1342,9 @@ def main() -> int:
             brief[name] = {k: p[k] for k in ("calls", "calls_per_s", "p50_ms", "p99_ms", "rss_growth_mb",
                                              "all_answers_equal")}
     result["parts"] = brief
-    detail = dict(result, parts=parts, problems=tally.problems, traceback_texts=tally.tracebacks,
+    detail = dict(result, parts=parts, problems=tally.problems, notes=tally.notes, traceback_texts=tally.tracebacks,
                   drops=drops, driver_log_records=dict(drivers.counts), driver_log_examples=drivers.examples,
+                  start_failures=priv.start_failures if priv else [],
                   private={"home": str(priv.home) if priv else None, "kept": bool(args.keep),
                            "neo4j": priv.neo_uri if priv else None, "milvus": priv.mil_uri if priv else None},
                   args=vars(args), load_avg=[round(x, 2) for x in os.getloadavg()])
@@ -1219,14 +1364,28 @@ def main() -> int:
               f"RSS +{tp['rss_growth_mb']} MB")
     for p in tally.problems[:10]:
         print(f"  problem: {p[:300]}")
+    for n in tally.notes[:5]:
+        print(f"  note: {n[:300]}")
     if error:
         print(f"  campaign error: {error}")
     print(f"  details: {out.relative_to(ROOT)}")
     print(json.dumps(result, separators=(",", ":"), default=str))
-    if error is not None and not failed:
-        return 2
-    return 1 if failed else 0
+    if failed:
+        return 1
+    if interrupted:
+        return 130
+    return 2 if error is not None else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # An interrupted load leaves the engine's finalize threads (not daemons) retrying against the stopped
+    # Milvus for minutes: do not wait for them.
+    left = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if left:
+        if any("finalize" in name for name in left):
+            log(f"not waiting for engine thread(s) still running: {', '.join(left)}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -844,6 +844,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the model's loading bars would come between a command's error and the user (stderr is for errors)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     debug = os.environ.get("ISORAG_DEBUG", "").strip() not in ("", "0")
+    if not debug:
+        import logging
+
+        # the driver's multi-line "Transaction failed and will be retried" warnings while a server restarts:
+        # the engine retries and reports a failure itself, as one typed line
+        logging.getLogger("neo4j").setLevel(logging.ERROR)
 
     def error(message: str, status: int = EXIT_ERROR, internal: bool = False) -> int:
         if debug:

@@ -498,3 +498,25 @@ def test_errors_are_typed_in_the_api(files: Files) -> None:
         from loaders.bulk import BulkLoader
 
         BulkLoader(type("G", (), {"kg": KG})(), None, None, batch_size=0)  # type: ignore[arg-type]
+
+
+def test_the_drivers_retry_warnings_stay_off_stderr(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """While a server restarts, the Neo4j driver logs multi-line 'will be retried' warnings; a command shows only
+    its own one-line outcome: the driver's logger passes errors only (ISORAG_DEBUG=1 leaves it as it was)."""
+    import logging
+
+    from engine.cli import main
+
+    log = logging.getLogger("neo4j")
+    monkeypatch.setattr(log, "level", logging.NOTSET)
+    monkeypatch.setenv("ISORAG_DEBUG", "1")
+    main(["drop", "--kg", "x"])  # refused before any server (no --yes): only the set-up runs
+    assert log.level == logging.NOTSET
+    assert log.isEnabledFor(logging.WARNING)
+    capsys.readouterr()
+    monkeypatch.delenv("ISORAG_DEBUG")
+    assert main(["drop", "--kg", "x"]) == 2
+    assert not log.isEnabledFor(logging.WARNING) and log.isEnabledFor(logging.ERROR)
+    assert capsys.readouterr().err.splitlines() == ["isorag: error: isorag drop deletes KG 'x' from Neo4j and "
+                                                    "Milvus: add --yes"]
