@@ -41,7 +41,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from engine._cypher import cypher, escape_identifier, render
+from engine._cypher import cypher, escape_identifier, rel_type as rel_type_slot, render
 from engine._errors import ConfigError
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
@@ -411,9 +411,9 @@ class Synthesizer:
                 break
             h, rtype, rel, t = sample.edges[i]
             end = self.rng.choice(["head", "tail"])
-            slot = {"rel_type": ":" + escape_identifier(rtype)} if rtype in allowed else None
-            if slot is None:
+            if rtype not in allowed:
                 continue
+            slot = {"rel_type": rel_type_slot(rtype, allowed)}
             rows = self.graph.read(render("synth_relation_ends", **slot), kg=self.graph.kg, end=end,
                                    exclude=list(sample.eids), limit=50)
             self.rng.shuffle(rows)
