@@ -127,6 +127,11 @@ def label(name: str) -> Fragment:
     return Fragment(":" + escape_identifier(name))
 
 
+def identifier(name: str) -> Fragment:
+    """A schema object's name (an index, a constraint), escaped."""
+    return Fragment(escape_identifier(name))
+
+
 def direction(which: str) -> dict[str, Fragment]:
     """The ``arrow_in`` and ``arrow_out`` slots of a relationship pattern: ``"out"`` (``-[]->``), ``"in"``
     (``<-[]-``) or ``"both"`` (``-[]-``)."""
