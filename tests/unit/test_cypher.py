@@ -117,3 +117,36 @@ def test_slot_values_are_escaped_identifiers():
     assert rel_types([], CATALOG) == ""
     assert label("My Label`") == ":`My Label```"
     assert direction("in") == {"arrow_in": "<", "arrow_out": ""}
+
+
+def test_oracle_and_sample_statements_come_from_templates():
+    from engine.matching import Candidates
+    from engine.oracle import oracle_query
+    from engine.pattern import Pattern
+    from engine.synth import ANSWER, SEED, GTSample, answer_query
+
+    p = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"), ("UNKNOWN person 1", "born_in", "UNKNOWN 2")])
+    ids = list(p.nodes)
+    cands = Candidates({ids[0]: {1: 0.1}, ids[1]: {2: 0.0}, ids[2]: None}, {0: {"a": 0.0, "b": 0.3}, 1: {"c`x": 0.1}},
+                       {"a": "a", "b": "b", "c`x": "c"})
+    assert oracle_query(p, cands, injective="none", directed=True) == (
+        "MATCH (n0:IsoragEntity)-[r0:`a`|`b`]->(n1:IsoragEntity)\n"
+        "MATCH (n1:IsoragEntity)-[r1:`c``x`]->(n2:IsoragEntity)\n"
+        "WHERE n0.isorag_eid IN $c_n0 AND n1.isorag_eid IN $c_n1\n"
+        "WITH *, $d_n0[toString(n0.isorag_eid)] + $d_n1[toString(n1.isorag_eid)] + $d_r0[type(r0)] + $d_r1[type(r1)]"
+        " AS gsd\n"
+        "RETURN n0.isorag_eid AS n0, n1.isorag_eid AS n1, n2.isorag_eid AS n2, "
+        "[startNode(r0).isorag_eid, type(r0), endNode(r0).isorag_eid] AS r0, "
+        "[startNode(r1).isorag_eid, type(r1), endNode(r1).isorag_eid] AS r1, gsd\n"
+        "ORDER BY gsd ASC\nLIMIT $limit")
+    assert oracle_query(p, cands, injective="nodes").startswith(
+        "MATCH (n0:IsoragEntity)-[r0:`a`|`b`]-(n1:IsoragEntity), (n1:IsoragEntity)-[r1:`c``x`]-(n2:IsoragEntity)\n"
+        "WHERE n0.isorag_eid IN $c_n0 AND n1.isorag_eid IN $c_n1 AND n0 <> n1 AND n0 <> n2 AND n1 <> n2\n")
+    s = GTSample("chain", [10, 20, 30], [SEED, "inner", ANSWER], [(0, "a", "a", 1), (1, "c`x", "c", 2)], ["x", "y", "z"])
+    assert answer_query(s, [1], [1], {"a", "c`x"}) == (
+        "MATCH (n1:IsoragEntity)-[r1:`c``x`]->(n2:IsoragEntity)\n"
+        "WHERE n1.isorag_eid = $n1 AND n1 <> n2\n"
+        "RETURN n2.isorag_eid AS answer, [[startNode(r1).isorag_eid, type(r1), endNode(r1).isorag_eid]] AS triples\n"
+        "LIMIT $limit")
+    with pytest.raises(UnknownRelationError):
+        answer_query(s, allowed_types={"a"})
