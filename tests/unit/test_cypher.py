@@ -150,3 +150,11 @@ def test_oracle_and_sample_statements_come_from_templates():
         "LIMIT $limit")
     with pytest.raises(UnknownRelationError):
         answer_query(s, allowed_types={"a"})
+
+
+def test_every_statement_file_has_a_header_comment():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "cypher"
+    missing = [p.name for p in sorted(folder.glob("*.cypher")) if not p.read_text(encoding="utf-8").startswith("//")]
+    assert not missing
