@@ -1,7 +1,7 @@
 // Part of one entity's KG relationships (engine.scoring.neighbourhood): when even the best entity of a hop
-// has more relationships than the edge budget left, the first $limit of them ({rel_types} as in
+// has more relationships than the edge budget left, the first $limit of them ({{rel_types}} as in
 // neighbourhood_hop). Same row as neighbourhood_hop.
-MATCH (n:IsoragEntity {isorag_eid: $eid})-[r{rel_types}]-(m:IsoragEntity)
+MATCH (n:IsoragEntity {isorag_eid: $eid})-[r{{rel_types}}]-(m:IsoragEntity)
 WITH n, r, m LIMIT $limit
 WITH collect($eid) AS src,
      collect(CASE WHEN startNode(r) = n THEN $code[type(r)] ELSE -1 - $code[type(r)] END) AS code,

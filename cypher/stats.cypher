@@ -1,3 +1,4 @@
+// Counts of one KG: entities, relations of its catalog and entity types (triples: count_triples).
 MATCH (n:IsoragEntity {isorag_kg: $kg})
 WITH count(n) AS entities
 OPTIONAL MATCH (rt:IsoragRelationType {kg: $kg})

@@ -1,7 +1,11 @@
 """Every Cypher statement lives in ``cypher/<name>.cypher``; this loads them by name.
 
-Relationship types cannot be parameters, so a few statements carry a ``{rel_types}`` or ``{rel_type}``
-slot that is filled only with types validated against the KG's catalog and backtick-escaped here.
+Identifiers (relationship types, labels) and a relationship's direction cannot be parameters, so some statements
+are templates with named slots (``{{rel_types}}``, ``{{arrow_in}}``...). :func:`render` is the one function that
+fills them, and it takes only :class:`Fragment` values, which only this module makes: identifiers validated
+against the KG's catalog and backtick-escaped (:func:`rel_types`, :func:`rel_type`, :func:`label`), directions
+from a fixed set (:func:`direction`), variables named by code (:func:`variable`), and other rendered templates.
+Raw user or LLM text never reaches a slot; values stay Cypher parameters.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING
 from engine._errors import ConfigError, UnknownRelationError
 
 if TYPE_CHECKING:
+    from collections.abc import Container, Iterable
     from importlib.abc import Traversable
 
 
@@ -56,7 +61,7 @@ def escape_identifier(name: str) -> str:
     return "`" + name.replace("\\", "\\u005c").replace("`", "``") + "`"
 
 
-def rel_type_alternation(types: "list[str] | tuple[str, ...] | set[str]", allowed: "set[str] | frozenset[str]") -> str:
+def rel_type_alternation(types: "list[str] | tuple[str, ...] | set[str]", allowed: "Container[str]") -> str:
     """``:`A`|`B``` for a relationship pattern, after checking every type is in the schema."""
     bad = [t for t in types if t not in allowed]
     if bad:
@@ -66,9 +71,93 @@ def rel_type_alternation(types: "list[str] | tuple[str, ...] | set[str]", allowe
     return ":" + "|".join(escape_identifier(t) for t in sorted(types))
 
 
-def render(name: str, **slots: str) -> str:
-    """A statement with its identifier slots filled (values must already be escaped)."""
-    text = cypher(name)
+class Fragment(str):
+    """Text for a template slot, made only by this module (escaped identifiers, fixed directions, rendered
+    templates): :func:`render` refuses any other value."""
+
+    __slots__ = ()
+
+
+_SLOT = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
+#: a relationship's direction as seen from its first node: the arrow's two halves
+_DIRECTIONS = {"out": ("", ">"), "in": ("<", ""), "both": ("", "")}
+
+
+@lru_cache(maxsize=None)
+def _template(name: str) -> tuple[str, frozenset[str]]:
+    """The statement of ``cypher/<name>.cypher`` without its header comment and final newline, and its slots."""
+    lines = cypher(name).split("\n")
+    while lines and lines[0].lstrip().startswith("//"):
+        lines.pop(0)
+    text = "\n".join(lines)
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text, frozenset(_SLOT.findall(text))
+
+
+def render(name: str, **slots: Fragment) -> Fragment:
+    """The template ``cypher/<name>.cypher`` with its ``{{slot}}`` slots filled; every slot must be given, each
+    value a :class:`Fragment` made by this module (never raw text)."""
+    text, wanted = _template(name)
+    if set(slots) != wanted:
+        raise ConfigError(f"Cypher template {name!r} has slots {sorted(wanted)}, given {sorted(slots)}")
     for key, value in slots.items():
-        text = text.replace("{" + key + "}", value)
-    return text
+        if not isinstance(value, Fragment):
+            raise TypeError(f"slot {key!r} of Cypher template {name!r} takes a Fragment, not {type(value).__name__}")
+    if not wanted:
+        return Fragment(text)
+    return Fragment(_SLOT.sub(lambda m: slots[m.group(1)], text))
+
+
+def rel_types(types: "Iterable[str]", allowed: "Container[str]") -> Fragment:
+    """``:`A`|`B``` (sorted) for a relationship pattern, or nothing for no types, after checking every type is
+    in the KG's catalog (``allowed``)."""
+    return Fragment(rel_type_alternation(list(types), allowed))
+
+
+def rel_type(name: str, allowed: "Container[str]") -> Fragment:
+    """``:`A``` for one relationship type of the KG's catalog (``allowed``)."""
+    if name not in allowed:
+        raise UnknownRelationError(f"relationship type not in the KG schema: {name!r}")
+    return Fragment(":" + escape_identifier(name))
+
+
+def label(name: str) -> Fragment:
+    """``:`L``` for a node label (escaped; any text is a valid label once quoted)."""
+    return Fragment(":" + escape_identifier(name))
+
+
+def identifier(name: str) -> Fragment:
+    """A schema object's name (an index, a constraint), escaped."""
+    return Fragment(escape_identifier(name))
+
+
+def direction(which: str) -> dict[str, Fragment]:
+    """The ``arrow_in`` and ``arrow_out`` slots of a relationship pattern: ``"out"`` (``-[]->``), ``"in"``
+    (``<-[]-``) or ``"both"`` (``-[]-``)."""
+    try:
+        left, right = _DIRECTIONS[which]
+    except KeyError:
+        raise ValueError(f"direction must be one of {sorted(_DIRECTIONS)}, not {which!r}") from None
+    return {"arrow_in": Fragment(left), "arrow_out": Fragment(right)}
+
+
+def variable(prefix: str, index: int) -> Fragment:
+    """A variable named by code: a fixed prefix and a number (``n0``, ``r3``)."""
+    if not _IDENT.fullmatch(prefix) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"not a variable: {prefix!r}, {index!r}")
+    return Fragment(f"{prefix}{index}")
+
+
+def joined(parts: "Iterable[Fragment]", sep: str) -> Fragment:
+    """Fragments joined by a separator of punctuation and spaces (``", "``, ``" + "``, a newline)."""
+    if sep not in _SEPARATORS:
+        raise ValueError(f"not a separator: {sep!r}")
+    items = list(parts)
+    for p in items:
+        if not isinstance(p, Fragment):
+            raise TypeError(f"joined takes Fragments, not {type(p).__name__}")
+    return Fragment(sep.join(items))
+
+
+_SEPARATORS = frozenset({", ", " + ", " AND ", "\n", "|"})

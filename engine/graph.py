@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from engine._config import Neo4jSettings, check_kg_name
-from engine._cypher import cypher, escape_identifier
-from engine._errors import ConfigError, KGLockedError, StoreError, StoreUnavailableError, UnknownRelationError
+from engine._cypher import cypher, identifier, render
+from engine._errors import (ConfigError, DeadlineExceeded, IsoragError, KGLockedError, StoreError,
+                            StoreUnavailableError, UnknownRelationError)
 
 _DRIVERS: dict[tuple[str, str, str], Any] = {}
 _DRIVERS_LOCK = threading.Lock()
@@ -39,6 +40,12 @@ _V1_SCHEMA = {
 #: Neo4j's range index refuses keys over about 8 kB (measured: 8,000 bytes indexed, 9,000 refused); a name whose
 #: UTF-8 form is longer than this is indexed by a digest instead (:func:`name_key`), its full text kept.
 NAME_KEY_MAX_BYTES = 4096
+#: Neo4j's status codes for a transaction stopped by its timeout: the driver's per-statement timeout
+#: (``neo4j.Query(timeout=...)``; ``...ClientConfiguration`` since 5.x) or the server's ``db.transaction.timeout``.
+TIMEOUT_CODES = frozenset({
+    "Neo.ClientError.Transaction.TransactionTimedOut",
+    "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
+})
 
 
 def stable_id(*parts: str) -> int:
@@ -166,9 +173,13 @@ class GraphStore:
         except (nex.Neo4jError, nex.DriverError, OSError) as e:
             raise self._translate(e) from e
 
-    def _translate(self, e: BaseException) -> StoreError:
-        """A driver error as the engine's typed error, naming the server."""
+    def _translate(self, e: BaseException) -> IsoragError:
+        """A driver error as the engine's typed error, naming the server; a statement stopped by its timeout
+        (recognised by Neo4j's status code, :data:`TIMEOUT_CODES`) is :class:`DeadlineExceeded`."""
         from neo4j import exceptions as nex
+
+        if isinstance(e, nex.Neo4jError) and e.code in TIMEOUT_CODES:
+            return DeadlineExceeded(f"Neo4j at {self.uri} stopped a statement at its timeout ({e.code})")
 
         if isinstance(e, (nex.ServiceUnavailable, nex.SessionExpired, OSError)):
             return StoreUnavailableError("Neo4j", self.uri, str(e))
@@ -194,7 +205,8 @@ class GraphStore:
                                           default_access_mode=neo4j.READ_ACCESS) as session:
                     return session.run(query, params).data()
             except (nex.TransientError, nex.SessionExpired, nex.ServiceUnavailable) as e:
-                if attempt == 3 or isinstance(e, nex.TransientError) and "Terminated" in str(e.code or ""):
+                if attempt == 3 or isinstance(e, nex.TransientError) and (
+                        e.code in TIMEOUT_CODES or "Terminated" in str(e.code or "")):
                     raise self._translate(e) from e
                 time.sleep(delay)
                 delay *= 4
@@ -230,7 +242,7 @@ class GraphStore:
             if stmt.strip():
                 self.write(stmt.strip())
         self._drop_v1_schema()
-        self.write("CALL db.awaitIndexes(300)")
+        self.write(cypher("await_indexes"))
         self._checked = True
 
     def v1_kgs(self) -> list[str]:
@@ -246,7 +258,7 @@ class GraphStore:
         if not found or self.v1_kgs():
             return
         for name, kind in sorted(found, key=lambda x: x[1] != "constraint"):  # an owned index goes with its constraint
-            self.write(f"DROP {'CONSTRAINT' if kind == 'constraint' else 'INDEX'} {escape_identifier(name)} IF EXISTS")
+            self.write(render("drop_constraint" if kind == "constraint" else "drop_index", name=identifier(name)))
 
     def relation_catalog(self, refresh: bool = False) -> dict[int, RelationInfo]:
         """rid -> relation info for this KG (cached; refreshed after loads)."""
@@ -344,8 +356,7 @@ class GraphStore:
     def lock_holder(self) -> dict[str, Any] | None:
         """Who holds the KG's writer lease now (``info``: purpose, pid and host; ``expires_in_s``), or ``None``.
         A read: it never takes or waits for the lease."""
-        rows = self.read("MATCH (l:IsoragLock {kg: $kg}) WHERE l.expires >= timestamp() "
-                         "RETURN l.info AS info, (l.expires - timestamp()) / 1000.0 AS expires_in_s", kg=self.kg)
+        rows = self.read_named("lock_holder", kg=self.kg)
         return rows[0] if rows else None
 
     def drop(self, batch: int = 10_000) -> int:
@@ -418,7 +429,7 @@ class KGLock:
                     warnings.warn(f"isorag lost the writer lease of KG {self.graph.kg!r}", RuntimeWarning,
                                   stacklevel=1)
                     return
-            except StoreError:
+            except (StoreError, DeadlineExceeded):
                 pass  # the writer's own statements fail too and report it
 
     def __exit__(self, *exc: Any) -> None:
@@ -427,5 +438,5 @@ class KGLock:
             self._thread.join()
         try:
             self.graph.write(cypher("lock_release"), kg=self.graph.kg, holder=self.holder)
-        except StoreError:
+        except (StoreError, DeadlineExceeded):
             pass  # the lease expires by itself

@@ -177,13 +177,15 @@ def _cmdline(pid: int) -> list[str] | None:
 
 
 def _bolt_query_ok(uri: str, timeout: float = 10.0) -> bool:
-    """True if a ``RETURN 1`` through the Python driver succeeds."""
+    """True if a trivial statement (``cypher/ping.cypher``) through the Python driver succeeds."""
     from neo4j import GraphDatabase
+
+    from engine._cypher import cypher
 
     try:
         with GraphDatabase.driver(uri, auth=None, connection_timeout=timeout,
                                   connection_acquisition_timeout=timeout) as driver:
-            records, _, _ = driver.execute_query("RETURN 1 AS ok")
+            records, _, _ = driver.execute_query(cypher("ping"))
             return bool(records) and records[0]["ok"] == 1
     except Exception:  # noqa: BLE001 - any driver error means "not (yet) answering"
         return False

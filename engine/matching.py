@@ -36,10 +36,11 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Container, Iterator, Mapping, Sequence
 
 from engine._config import MatchSettings
-from engine._cypher import cypher, escape_identifier
+from engine._cypher import cypher
+from engine._cypher_builders import expand_statement
 from engine._errors import DeadlineExceeded, PatternError, StoreError
 from engine.pattern import Pattern
 
@@ -241,61 +242,12 @@ class Matcher:
         self.settings = settings or MatchSettings()
 
     # -- Cypher ----------------------------------------------------------------------------------------
-    def _rel_pattern(self, types: Sequence[str] | None, forward: bool | None) -> str:
-        alt = "" if not types else ":" + "|".join(escape_identifier(t) for t in sorted(types))
-        if forward is None:
-            return f"-[r{alt}]-"
-        return f"-[r{alt}]->" if forward else f"<-[r{alt}]-"
-
-    def _expand_query(self, types: Sequence[str] | None, forward: bool | None, closes: bool, filter_nodes: bool,
-                      capped: bool, dense: int | None = None) -> str:
-        """One statement for a batch of states along one pattern edge.
-
-        ``types`` (validated against the KG's catalog by the caller, backtick-escaped here) become a type
-        alternation in the pattern; ``None`` leaves the relationship untyped, and each row then filters by its
-        own ``s.types`` (``null``: any type). Everything else is a parameter.
-        """
-        rel = self._rel_pattern(types, forward)
-        type_ok = "(s.types IS NULL OR type(r) IN s.types)"
-        if closes:
-            return (
-                "UNWIND $states AS s\n"
-                "MATCH (h:IsoragEntity {isorag_eid: s.h})" + rel + "(t:IsoragEntity {isorag_eid: s.t})\n"
-                "WHERE " + type_ok + "\n"
-                "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits"
-            )
-        where = "WHERE " + type_ok + (" AND t.isorag_eid IN $cands" if filter_nodes else "")
-        if filter_nodes and dense is not None:
-            # sources above $dense are not expanded here (``deg`` tells the caller which): see _expand
-            return (
-                "UNWIND $states AS s\n"
-                "MATCH (h:IsoragEntity {isorag_eid: s.h})\n"
-                "WITH s, h, COUNT { (h)--() } AS deg\n"
-                "CALL (s, h, deg) {\n"
-                "  WITH s, h, deg WHERE deg <= $dense\n"
-                "  MATCH (h)" + rel + "(t:IsoragEntity)\n"
-                "  " + where + "\n"
-                "  RETURN collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits\n"
-                "}\n"
-                "RETURN s.id AS sid, deg, hits"
-            )
-        if capped:
-            return (
-                "UNWIND $states AS s\n"
-                "CALL (s) {\n"
-                "  MATCH (h:IsoragEntity {isorag_eid: s.h})" + rel + "(t:IsoragEntity)\n"
-                "  " + where + "\n"
-                "  WITH type(r) AS type, startNode(r) = h AS out, t.isorag_eid AS t LIMIT $cap\n"
-                "  RETURN collect([type, out, t]) AS hits\n"
-                "}\n"
-                "RETURN s.id AS sid, hits"
-            )
-        return (
-            "UNWIND $states AS s\n"
-            "MATCH (h:IsoragEntity {isorag_eid: s.h})" + rel + "(t:IsoragEntity)\n"
-            + where + "\n"
-            "RETURN s.id AS sid, collect([type(r), startNode(r) = h, t.isorag_eid]) AS hits"
-        )
+    def _expand_query(self, types: Sequence[str] | None, allowed: Container[str], forward: bool | None,
+                      closes: bool, filter_nodes: bool, capped: bool, dense: int | None = None) -> str:
+        """One statement for a batch of states along one pattern edge (:func:`engine._cypher_builders.expand_statement`:
+        ``types`` checked against ``allowed``, the KG's catalog); every value is a parameter."""
+        return expand_statement(types, allowed, forward, closes=closes, filter_nodes=filter_nodes,
+                                capped=capped, split=filter_nodes and dense is not None)
 
     def _run(self, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
         left = deadline - time.monotonic()
@@ -306,8 +258,10 @@ class Matcher:
         q = neo4j.Query(query, timeout=max(left, 0.001))  # type: ignore[arg-type]
         try:
             return self.graph.read(q, **params)
+        except DeadlineExceeded as e:  # the graph store recognises a timeout by Neo4j's status code
+            raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
         except StoreError as e:
-            if time.monotonic() >= deadline or "timeout" in str(e).lower() or "terminated" in str(e).lower():
+            if time.monotonic() >= deadline:  # stopped otherwise (terminated) once the deadline had passed
                 raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
             raise
 
@@ -460,7 +414,7 @@ class Matcher:
                     row["t"] = td
                 rows_in.append(row)
             split = dst_c is not None and not step.closes
-            query = self._expand_query(alt, forward, step.closes, dst_c is not None, capped,
+            query = self._expand_query(alt, cands.type_names, forward, step.closes, dst_c is not None, capped,
                                        dense=DENSE_DEGREE if split else None)
             params: dict[str, Any] = {"states": rows_in}
             if dst_c is not None:
@@ -477,8 +431,8 @@ class Matcher:
                 dense_rows = {r["sid"]: r["deg"] for r in rows if r["deg"] > DENSE_DEGREE}
                 if dense_rows:
                     hits_of.update(self._expand_hubs(step, [rows_in[sid] for sid in dense_rows],
-                                                     sum(dense_rows.values()), params["cands"], alt, forward,
-                                                     deadline, stats, hubs))
+                                                     sum(dense_rows.values()), params["cands"], alt,
+                                                     cands.type_names, forward, deadline, stats, hubs))
             for sid, (h, td) in enumerate(keys):
                 hits = hits_of.get(sid, [])
                 stats.rows += len(hits)
@@ -538,8 +492,8 @@ class Matcher:
                              state.key + (rtype, start, end), rev)
 
     def _expand_hubs(self, step: Step, rows_in: list[dict[str, Any]], degree: int, dst_eids: list[int],
-                     alt: Sequence[str] | None, forward: bool | None, deadline: float, stats: SearchStats,
-                     hubs: _HubSide) -> dict[int, list[list[Any]]]:
+                     alt: Sequence[str] | None, allowed: Container[str], forward: bool | None, deadline: float,
+                     stats: SearchStats, hubs: _HubSide) -> dict[int, list[list[Any]]]:
         """Hits of expansions whose sources have more than DENSE_DEGREE relationships (``degree`` in all).
 
         When the candidates of ``step.dst`` have fewer relationships in all than those sources, the
@@ -553,7 +507,7 @@ class Matcher:
             stats.queries += 1
             cand_degree = hubs.degree[step.dst] = int(res[0]["degree"] or 0) if res else 0
         if cand_degree >= degree * CANDIDATE_SIDE_RATIO:
-            query = self._expand_query(alt, forward, False, True, False)
+            query = self._expand_query(alt, allowed, forward, False, True, False)
             res = self._run(query, {"states": rows_in, "cands": dst_eids}, deadline)
             stats.queries += 1
             return {r["sid"]: r["hits"] for r in res}

@@ -41,7 +41,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from engine._cypher import cypher, escape_identifier, render
+from engine._cypher import cypher, rel_type as rel_type_slot, render
+from engine._cypher_builders import answer_statement
 from engine._errors import ConfigError
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
@@ -202,21 +203,8 @@ def answer_query(sample: GTSample, edge_ids: Sequence[int] | None = None, seeds:
     the matched triples ``[head eid, type, tail eid]`` per row."""
     idx = list(range(len(sample.edges))) if edge_ids is None else list(edge_ids)
     seeds = sample.seeds if seeds is None else list(seeds)
-    used = sorted({sample.edges[i][0] for i in idx} | {sample.edges[i][3] for i in idx})
-    parts = []
-    for i in idx:
-        h, rtype, _, t = sample.edges[i]
-        if allowed_types is not None and rtype not in allowed_types:
-            from engine._errors import UnknownRelationError
-
-            raise UnknownRelationError(f"relationship type {rtype!r} is not in the KG schema")
-        arrow = f"-[r{i}:{escape_identifier(rtype)}]-" + (">" if directed else "")
-        parts.append(f"(n{h}:IsoragEntity){arrow}(n{t}:IsoragEntity)")
-    where = [f"n{s}.isorag_eid = $n{s}" for s in seeds if s in used]
-    where += [f"n{a} <> n{b}" for j, a in enumerate(used) for b in used[j + 1:]]
-    trip = ", ".join(f"[startNode(r{i}).isorag_eid, type(r{i}), endNode(r{i}).isorag_eid]" for i in idx)
-    return ("MATCH " + ", ".join(parts) + ("\nWHERE " + " AND ".join(where) if where else "")
-            + f"\nRETURN n{sample.answer}.isorag_eid AS answer, [{trip}] AS triples\nLIMIT $limit")
+    edges = [(i, sample.edges[i][0], sample.edges[i][1], sample.edges[i][3]) for i in idx]
+    return answer_statement(edges, sample.answer, seeds, allowed_types, directed=directed)
 
 
 def answer_params(sample: GTSample, seeds: Sequence[int] | None = None) -> dict[str, Any]:
@@ -411,9 +399,9 @@ class Synthesizer:
                 break
             h, rtype, rel, t = sample.edges[i]
             end = self.rng.choice(["head", "tail"])
-            slot = {"rel_type": ":" + escape_identifier(rtype)} if rtype in allowed else None
-            if slot is None:
+            if rtype not in allowed:
                 continue
+            slot = {"rel_type": rel_type_slot(rtype, allowed)}
             rows = self.graph.read(render("synth_relation_ends", **slot), kg=self.graph.kg, end=end,
                                    exclude=list(sample.eids), limit=50)
             self.rng.shuffle(rows)

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from engine._cypher import cypher, escape_identifier, render
+from engine._cypher import cypher, label as label_slot, render
 from engine._errors import ConfigError, InputError
 from engine.graph import GraphStore, entity_id, name_key, relation_id
 from loaders.bulk import LoadSummary, remove_duplicate_vectors
@@ -27,7 +27,7 @@ from loaders.bulk import LoadSummary, remove_duplicate_vectors
 
 def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> None:
     """Refuse a label that cannot be adopted as it is; count the nodes that will be skipped."""
-    slot = {"label": ":" + escape_identifier(label)}
+    slot = {"label": label_slot(label)}
     row = graph.read(render("existing_survey", **slot), key=key, kg=graph.kg)[0]
     if row["other_kg"]:
         raise InputError(
@@ -65,7 +65,7 @@ def _embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: st
     summary = LoadSummary(path=f"neo4j:{label}", kg=graph.kg)
     _survey(graph, label, key, summary)
     vectors.ensure_collections()
-    q = render("existing_batch", label=":" + escape_identifier(label))
+    q = render("existing_batch", label=label_slot(label))
     bar = tqdm(desc="adopt+embed (entities)", unit="ent", disable=not progress, file=sys.stderr)
     while True:
         t0 = time.perf_counter()

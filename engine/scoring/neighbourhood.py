@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine._cypher import render, rel_type_alternation
+from engine._cypher import render, rel_types
 
 __all__ = [
     "DEFAULT_HOPS",
@@ -175,7 +175,7 @@ def fetch_neighbourhood(
     if not wanted or not types:
         report.ms = (time.perf_counter() - t_start) * 1000.0
         return _empty(graph.kg, types, report)
-    alternation = rel_type_alternation(list(types), set(types))
+    alternation = rel_types(types, set(types))
     hop_query = render("neighbourhood_hop", rel_types=alternation)
     partial_query = render("neighbourhood_partial", rel_types=alternation)
 

@@ -1,0 +1,3 @@
+// Drop one of isorag 0.1's indexes by name ({{name}}: a name read from SHOW INDEXES, escaped by
+// engine._cypher.identifier), once no data of that format is left (GraphStore._drop_v1_schema).
+DROP INDEX {{name}} IF EXISTS

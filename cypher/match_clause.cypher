@@ -1,0 +1,2 @@
+// Fragment: a MATCH clause over generated pattern edges ({{patterns}}: pattern_edge fragments, comma-joined).
+MATCH {{patterns}}
