@@ -7,14 +7,21 @@ and a synthetic sample's own query (:func:`answer_statement`) are built here, an
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Container, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from engine._cypher import Fragment, direction, joined, rel_type, rel_types, render, variable
 
 if TYPE_CHECKING:
-    from engine.matching import Candidates
     from engine.pattern import Pattern
+
+
+class CandidateSets(Protocol):
+    """What the oracle's statement reads of :class:`engine.matching.Candidates` (a Protocol, so that this module
+    does not import the matcher, which imports it)."""
+
+    nodes: Mapping[str, Mapping[int, float] | None]
+    relations: Mapping[int, Mapping[str, float]]
 
 
 def _direction(forward: bool | None) -> dict[str, Fragment]:
@@ -50,7 +57,7 @@ def _conditions(parts: list[Fragment]) -> Fragment:
     return joined(parts, " AND ") if parts else render("always")
 
 
-def oracle_statement(pattern: Pattern, cands: Candidates, allowed: Container[str], *, distinct: str,
+def oracle_statement(pattern: Pattern, cands: CandidateSets, allowed: Container[str], *, distinct: str,
                      directed: bool) -> Fragment:
     """Every binding of ``pattern`` with its GSD (``cypher/oracle.cypher``). Node ``i`` of the pattern is the
     variable ``n<i>``, edge ``j`` is ``r<j>``; the parameters are ``$c_n<i>``/``$d_n<i>`` (candidates and
