@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from engine._errors import KGLockedError, KGNotFoundError, MalformedInputError
+from engine.cli import main
 from helpers import ROOT
 from helpers.loads import check_stats, expected_counts, write_hrt
 
@@ -109,7 +110,8 @@ def _wait_for_lease(eng: Any, proc: subprocess.Popen, timeout: float = 240) -> d
 
 
 def test_a_second_load_of_a_kg_fails_at_once_naming_the_first(make_engine: Any, tmp_path: Path, neo4j_uri: str,
-                                                               milvus_uri: str) -> None:
+                                                               milvus_uri: str, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     eng = make_engine()
     path = tmp_path / "kb.txt"
     triples = write_hrt(path, n_movies=3000)
@@ -117,16 +119,18 @@ def test_a_second_load_of_a_kg_fails_at_once_naming_the_first(make_engine: Any, 
     try:
         holder = _wait_for_lease(eng, proc)
         assert f"pid {proc.pid}" in holder["info"] and holder["info"].startswith("load ")
-        writer = subprocess.run([sys.executable, "-m", "engine.cli", "stats", "--kg", eng.kg], cwd=ROOT,
-                                env=_env(neo4j_uri, milvus_uri), capture_output=True, text=True, timeout=120)
-        if proc.poll() is None:  # (stats read while the load still held the lease)
-            assert f"being written now by load {path} (pid {proc.pid}" in writer.stdout, writer
         t0 = time.monotonic()
         with pytest.raises(KGLockedError, match=rf"KG {eng.kg!r} is being written by load .*pid {proc.pid}"):
             eng.load(path, progress=False)
         assert time.monotonic() - t0 < 5  # at once, not after the first load
         with pytest.raises(KGLockedError):
             eng.drop()
+        # stats names the writer (in this process: a second interpreter would start after the load ended)
+        monkeypatch.setenv("NEO4J_URI", neo4j_uri)
+        monkeypatch.setenv("MILVUS_URI", milvus_uri)
+        main(["stats", "--kg", eng.kg])
+        if proc.poll() is None:  # (read while the load still held the lease)
+            assert f"being written now by load {path} (pid {proc.pid}" in capsys.readouterr().out
         out, errtext = proc.communicate(timeout=600)
         assert proc.returncode == 0, errtext.decode()[-2000:]
     finally:
