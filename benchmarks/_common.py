@@ -21,11 +21,11 @@ def start_servers() -> tuple[str, str]:
     neo = os.environ.get("NEO4J_URI")
     mil = os.environ.get("MILVUS_URI")
     if not neo:
-        from engine.local_neo4j import ensure_local_neo4j
+        from engine.servers.neo4j import ensure_local_neo4j
 
         neo = ensure_local_neo4j()
     if not mil:
-        from engine.local_milvus import ensure_local_milvus
+        from engine.servers.milvus import ensure_local_milvus
 
         mil = ensure_local_milvus()
     return neo, mil

@@ -353,7 +353,7 @@ class Private:
         return []
 
     def milvus_pids(self) -> list[int]:
-        from engine.local_milvus import _alias
+        from engine.servers.milvus import _alias
 
         home = self.home / "milvus"
         try:
@@ -404,7 +404,7 @@ class Private:
         """SIGKILL any process left that runs from the private home (its path, or the private Milvus' alias, in
         its command line: only processes this campaign started), e.g. a server spawned by a start that Ctrl-C cut
         short before its pid was written."""
-        from engine.local_milvus import _alias
+        from engine.servers.milvus import _alias
 
         marks = (str(self.home), _alias(self.home / "milvus"))
         me = os.getpid()
@@ -466,7 +466,7 @@ def make_engine(priv: Private, kg: str, embedder: Any = None) -> Any:
 
 def snapshot(eng: Any) -> dict[str, Any]:
     """Counts and content of a KG in both stores."""
-    from engine.graph import entity_id
+    from engine.stores.graph import entity_id
 
     st = eng.stats()
     g, kg = eng.graph, eng.kg
@@ -751,7 +751,7 @@ class Campaign:
 
     def graph(self, kg: str) -> Any:
         from engine._config import Neo4jSettings
-        from engine.graph import GraphStore
+        from engine.stores.graph import GraphStore
 
         return GraphStore(Neo4jSettings(uri=self.priv.neo_uri), kg)
 
@@ -1283,7 +1283,7 @@ def main() -> int:
                     except Exception as e:  # noqa: BLE001
                         drops = {"error": one_line(e)}
                 camp.close()
-            from engine.graph import close_drivers
+            from engine.stores.graph import close_drivers
 
             close_drivers()
         finally:

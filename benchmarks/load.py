@@ -27,7 +27,7 @@ from _common import emit, peak_rss_mb, server_rss_mb, start_servers
 def graph_only_run(args: argparse.Namespace, neo: str) -> dict[str, Any]:
     """The graph stage alone (parse + Neo4j writes, no embedding) into KG <kg>_graph, dropped after."""
     from engine._config import Neo4jSettings
-    from engine.graph import GraphStore
+    from engine.stores.graph import GraphStore
     from loaders import detect_format, open_source
     from loaders.bulk import BulkLoader, LoadSummary, _Skips
 

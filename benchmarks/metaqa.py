@@ -156,8 +156,8 @@ def main() -> None:
                 }) + "\n")
             h3 += any(n in gold for n in names[:3])
             if args.oracle:
-                from engine.matching import Matcher
-                from engine.oracle import oracle_matches
+                from engine.retrieval.matcher import Matcher
+                from engine.retrieval.oracle import oracle_matches
 
                 pat = res.pattern
                 cands = eng.retriever.candidates(pat, cfg.match, {})

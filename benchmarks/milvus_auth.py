@@ -42,7 +42,7 @@ def _free_port(start: int) -> int:
 
 
 def _start(mode: str, home: Path, port: int):  # noqa: ANN202
-    import engine.local_milvus as lm
+    import engine.servers.milvus as lm
 
     auth = lm._EXTRA_CONFIG["common.security.authorizationEnabled"]
     os.environ["ISORAG_MILVUS_ISOLATION"] = "netns" if mode == "auth+netns" else "none"
@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/isorag-bench-milvus-auth")
     args = ap.parse_args()
 
-    from engine.vectors import VectorStore
+    from engine.stores.vectors import VectorStore
 
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)

@@ -9,7 +9,7 @@ offline importer (:mod:`loaders.offline`: ``neo4j-admin database import full`` i
 per size, under ``$ISORAG_HOME/scale/neo4j-<size>`` on ``--port``, while ONNX embeddings go to Milvus), or with
 ``--loader online`` with the ``BulkLoader`` (batched UNWIND MERGE through Bolt into the shared local Neo4j).
 Gold patterns are sampled with
-:mod:`engine.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
+:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
 latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
 exhaustive Cypher oracle on the same candidates, where the oracle finishes within ``--oracle-timeout``.
 Store sizes are the growth of the Neo4j and Milvus data directories over the load (they hold every KG).
@@ -163,9 +163,9 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
     from engine._engine import Engine
     from engine._errors import IsoragError
-    from engine.matching import Matcher
-    from engine.oracle import oracle_matches
-    from engine.synth import SynthSettings, Synthesizer
+    from engine.retrieval.matcher import Matcher
+    from engine.retrieval.oracle import oracle_matches
+    from engine.evaluation.synth import SynthSettings, Synthesizer
 
     home = Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag")
     data = home / "scale"
@@ -192,7 +192,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     neo_dir, mil_dir = home / "neo4j", home / "milvus"
     if args.loader == "offline":
         # a local Neo4j of its own per size (the offline importer replaces a whole database); one runs at a time
-        from engine.local_neo4j import LocalNeo4j
+        from engine.servers.neo4j import LocalNeo4j
 
         pagecache = args.pagecache or ("4g" if edges >= 5_000_000 else "1g")
         local = LocalNeo4j(home=data / f"neo4j-{edges}", port=args.port, heap="2g", pagecache=pagecache)

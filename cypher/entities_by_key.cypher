@@ -1,4 +1,4 @@
-// Entities of a KG by source key: the caller sends each key with its eid (engine.graph.entity_id, a digest of kg and
+// Entities of a KG by source key: the caller sends each key with its eid (engine.stores.graph.entity_id, a digest of kg and
 // key), so the look-up runs on the eid constraint's index and the key itself is never indexed.
 UNWIND $rows AS row
 MATCH (n:IsoragEntity {isorag_eid: row.eid})

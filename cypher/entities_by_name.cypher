@@ -1,5 +1,5 @@
 // Entities of a KG by display name, through the name-key index (the caller sends each name with its key,
-// engine.graph.name_key); several entities may share a name.
+// engine.stores.graph.name_key); several entities may share a name.
 UNWIND $rows AS row
 MATCH (n:IsoragEntity {isorag_name_key: row.name_key})
 WHERE n.isorag_kg = $kg AND n.isorag_name = row.name

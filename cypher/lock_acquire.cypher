@@ -1,4 +1,4 @@
-// Take (or renew) the writer's lease of a KG: one loader per KG (engine.graph.KGLock). The SET before the read
+// Take (or renew) the writer's lease of a KG: one loader per KG (engine.stores.graph.KGLock). The SET before the read
 // takes the node's write lock, so two writers can never both see the lease free; the lease is free when no one
 // holds it, when $holder already does, or when its holder stopped renewing it (expires: the server's clock, ms).
 MERGE (l:IsoragLock {kg: $kg})

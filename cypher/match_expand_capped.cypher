@@ -1,4 +1,4 @@
-// Matcher (engine.matching): a batch of states along a wildcard edge (any type) into an untyped unknown node: at
+// Matcher (engine.retrieval.matcher): a batch of states along a wildcard edge (any type) into an untyped unknown node: at
 // most $cap relationships per state (the caller warns when the degree cap is reached). Slots as in
 // match_expand_closing.
 UNWIND $states AS s

@@ -1,4 +1,4 @@
-// Matcher (engine.matching): a batch of states along a pattern edge into a node with candidates ($cands), where a
+// Matcher (engine.retrieval.matcher): a batch of states along a pattern edge into a node with candidates ($cands), where a
 // source of more than $dense relationships (a hub) is not expanded: deg tells the caller which, and it reaches
 // those from the candidates' side when that is cheaper (expand_from_candidates). Slots as in match_expand_closing.
 UNWIND $states AS s

@@ -1,5 +1,5 @@
-// The matcher's test oracle (engine.oracle): every binding of a pattern with its GSD, ascending. Built by
-// engine._cypher_builders.oracle_statement: {{match}} one MATCH (relationships distinct) or one per edge,
+// The matcher's test oracle (engine.retrieval.oracle): every binding of a pattern with its GSD, ascending. Built by
+// engine.retrieval.statements.oracle_statement: {{match}} one MATCH (relationships distinct) or one per edge,
 // {{conditions}} the candidate filters and distinctness (oracle_in_candidates, distinct_pair; true when none),
 // {{gsd}} the sum of oracle_node_cost and oracle_rel_cost terms, {{columns}} oracle_node_column and
 // oracle_rel_column. Candidates and distances are parameters ($c_<node>, $d_<node>, $d_<rel>).

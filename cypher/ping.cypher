@@ -1,2 +1,2 @@
-// Whether a server answers a statement through the Python driver (engine.local_neo4j).
+// Whether a server answers a statement through the Python driver (engine.servers.neo4j).
 RETURN 1 AS ok

@@ -2,8 +2,8 @@
 // Everything isorag writes is namespaced (DESIGN §11): its own labels (Isorag*), and on entity nodes, which may be
 // a user's own nodes adopted in place, only isorag_* properties. An entity's source key is not indexed: its eid is
 // a digest of (kg, key), so a look-up by key is a look-up by eid, and a key of any length can be stored. Names are
-// looked up through isorag_name_key (engine.graph.name_key: the name, or a digest of a name too long to index).
-// (The names differ from isorag 0.1's schema on Entity/RelationType/EntityType, which engine.graph.GraphStore
+// looked up through isorag_name_key (engine.stores.graph.name_key: the name, or a digest of a name too long to index).
+// (The names differ from isorag 0.1's schema on Entity/RelationType/EntityType, which engine.stores.graph.GraphStore
 // drops once no data of that format is left: IF NOT EXISTS would take a same-named old one for the new one.)
 CREATE CONSTRAINT isoragentity_eid IF NOT EXISTS FOR (n:IsoragEntity) REQUIRE n.isorag_eid IS UNIQUE;
 CREATE INDEX isoragentity_kg IF NOT EXISTS FOR (n:IsoragEntity) ON (n.isorag_kg);

@@ -1,5 +1,5 @@
 // The database's indexes and index-backed constraints with the labels they are on (isorag 0.1's are dropped when
-// unused, see engine.graph.GraphStore._drop_v1_schema). A uniqueness constraint shows as its backing index.
+// unused, see engine.stores.graph.GraphStore._drop_v1_schema). A uniqueness constraint shows as its backing index.
 SHOW INDEXES YIELD name, labelsOrTypes, owningConstraint
 WHERE labelsOrTypes IS NOT NULL
 RETURN DISTINCT coalesce(owningConstraint, name) AS name, labelsOrTypes AS labels,

@@ -1,4 +1,4 @@
-// A synthetic sample's own query (engine.synth, built by engine._cypher_builders.answer_statement): every
+// A synthetic sample's own query (engine.evaluation.synth, built by engine.retrieval.statements.answer_statement): every
 // binding of its pattern with the seeds fixed ({{conditions}}: synth_seed and distinct_pair, true when none),
 // returning the answer's eid and the matched triples (triple_of fragments) per row.
 {{match}}

@@ -29,8 +29,8 @@ from engine.answering import (
     Verdict,
 )
 from engine.llm import LLM, LangChainLLM, LLMConfig, LLMStats, OpenAILLM, make_llm
-from engine.pattern import Pattern
-from engine.retrieval import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple
+from engine.retrieval.pattern import Pattern
+from engine.retrieval.retriever import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple
 
 __version__ = "0.1.0"
 

@@ -24,7 +24,7 @@ DEFAULT_FEWSHOT = "demo"
 DEFAULT_SHOTS = 12
 
 #: A letter, then letters and digits in words joined by single underscores: such a name is its own Milvus
-#: collection prefix (``<kg>__<model>__<kind>``, engine.vectors.collection_name), and since it never holds ``__``
+#: collection prefix (``<kg>__<model>__<kind>``, engine.stores.vectors.collection_name), and since it never holds ``__``
 #: nor ends with ``_``, two KGs can never share a collection (``a_`` and ``a``, ``a__b`` and ``a_b`` would).
 _KG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*")
 KG_NAME_MAX = 64
@@ -37,7 +37,7 @@ _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 def isorag_home() -> Path:
     """Where local servers keep their data (``$ISORAG_HOME``, default ``~/.isorag``)."""
-    return Path(os.environ.get("ISORAG_HOME", Path.home() / ".isorag")).expanduser()
+    return Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag").expanduser()
 
 
 def _check_uri(uri: Any, what: str, var: str, schemes: tuple[str, ...], example: str) -> None:

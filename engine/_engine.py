@@ -59,7 +59,7 @@ class Engine:
     def graph(self) -> Any:
         with self._lock:
             if self._graph is None:
-                from engine.graph import GraphStore
+                from engine.stores.graph import GraphStore
 
                 self._graph = GraphStore(self.config.neo4j, self.config.kg)
             return self._graph
@@ -75,15 +75,15 @@ class Engine:
 
     @property
     def vectors(self) -> Any:
-        """The KG's :class:`~engine.vectors.VectorStore`. Opening it creates nothing: collections are made by the
+        """The KG's :class:`~engine.stores.vectors.VectorStore`. Opening it creates nothing: collections are made by the
         write paths (loads, adoption), so a read of a KG that does not exist leaves Milvus as it was."""
         with self._lock:
             if self._vectors is None:
-                from engine.vectors import VectorStore
+                from engine.stores.vectors import VectorStore
 
                 uri = self.config.milvus.uri
                 if not uri:
-                    from engine.local_milvus import ensure_local_milvus
+                    from engine.servers.milvus import ensure_local_milvus
 
                     uri = ensure_local_milvus()
                 emb = self.embedder
@@ -116,7 +116,7 @@ class Engine:
         """Load a source file (see :mod:`loaders`) into Neo4j and Milvus; returns a ``LoadSummary``.
 
         ``offline_import``: the first load of a big KG into an empty local Neo4j by Neo4j's offline importer
-        (:mod:`loaders.offline`); ``local_neo4j`` is that instance (a :class:`engine.local_neo4j.LocalNeo4j`,
+        (:mod:`loaders.offline`); ``local_neo4j`` is that instance (a :class:`engine.servers.neo4j.LocalNeo4j`,
         default: the local instance this engine uses when no NEO4J_URI is set)."""
         if offline_import:
             from engine._errors import OfflineImportError
@@ -128,7 +128,7 @@ class Engine:
                         f"the offline import writes the stores of a local Neo4j that isorag manages; this engine "
                         f"uses {self.config.neo4j.uri} (NEO4J_URI): unset it and choose the instance with "
                         "ISORAG_NEO4J_HOME / ISORAG_NEO4J_PORT")
-                from engine.local_neo4j import default_instance
+                from engine.servers.neo4j import default_instance
 
                 local_neo4j = default_instance()
             loader: Any = OfflineLoader(self.graph, self.vectors, self.embedder, local_neo4j, progress=progress,
@@ -179,7 +179,7 @@ class Engine:
 
     def drop(self) -> None:
         """Delete this KG from both stores: exactly what isorag wrote for it (an adopted graph is given back as it
-        was, see :meth:`engine.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG. A KG in
+        was, see :meth:`engine.stores.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG. A KG in
         neither store is a :class:`~engine._errors.KGNotFoundError` (and nothing is written)."""
         if not any(self.graph.stats()[k] for k in _COUNTED) and not self.vectors.existing_kinds():
             raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
@@ -196,7 +196,7 @@ class Engine:
     def retriever(self) -> Any:
         with self._lock:
             if self._matcher is None:
-                from engine.retrieval import Retriever
+                from engine.retrieval.retriever import Retriever
 
                 self.require_kg()
                 self._matcher = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
@@ -205,7 +205,7 @@ class Engine:
     def retrieve(self, pattern: Any, k: int | None = None, **match: Any) -> Any:
         """Exact top-k subgraphs of the KG with the smallest graph semantic distance to ``pattern``.
 
-        ``pattern`` is a :class:`~engine.pattern.Pattern`, a ``{"triples": [[h, r, t], ...]}`` mapping, its
+        ``pattern`` is a :class:`~engine.retrieval.pattern.Pattern`, a ``{"triples": [[h, r, t], ...]}`` mapping, its
         JSON text or a list of triples. ``match`` overrides :class:`~engine._config.MatchSettings` fields for
         this call (``k_node``, ``k_rel``, ``injective``, ``directed``, ``deadline_s``, ...).
         """
@@ -400,8 +400,8 @@ class Engine:
                                   **kw)
 
     def as_retriever(self, k: int = 3, **kw: Any) -> Any:
-        """A langchain-core retriever over this engine (:class:`engine.langchain.IsoragRetriever`)."""
-        from engine.langchain import IsoragRetriever
+        """A langchain-core retriever over this engine (:class:`engine.integrations.langchain.IsoragRetriever`)."""
+        from engine.integrations.langchain import IsoragRetriever
 
         return IsoragRetriever(engine=self, k=k, **kw)
 
@@ -430,7 +430,7 @@ def _check_k(k: Any) -> None:
 
 def _load_fewshot(source: str | None, kind: str, shots: int) -> list[dict[str, Any]]:
     from engine._errors import ConfigError
-    from engine.prompting import load_fewshot
+    from engine.answering.prompting import load_fewshot
 
     if source is None or shots == 0:
         return []

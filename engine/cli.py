@@ -161,7 +161,7 @@ def _read_text(p: Path, what: str) -> str:
 
 def _pattern_type(text: str) -> str:
     """A pattern: its JSON text, a file holding it, or - for stdin; parsed now, so a bad one fails at once."""
-    from engine.pattern import Pattern
+    from engine.retrieval.pattern import Pattern
     from engine._errors import PatternError
 
     if text == "-":
@@ -222,7 +222,7 @@ def _shard_type(text: str) -> tuple[int, int]:
 
 
 def _shapes_type(text: str) -> list[str]:
-    from engine.synth import SHAPES
+    from engine.evaluation.synth import SHAPES
 
     shapes = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in shapes if x not in SHAPES]
@@ -252,7 +252,7 @@ def _device_type(text: str) -> str:
 
 def _fewshot_type(text: str) -> str:
     """A bundled name, a directory of ``<kind>.jsonl`` files or a prefix ``P`` of ``P_<kind>.jsonl`` files."""
-    from engine.prompting import FEWSHOT_DIR
+    from engine.answering.prompting import FEWSHOT_DIR
 
     p = Path(text).expanduser()
     if p.is_dir() or p.name and any(p.parent.glob(f"{p.name}_*.jsonl")):
@@ -308,9 +308,9 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 # -- commands ------------------------------------------------------------------------------------------
 def cmd_server(args: argparse.Namespace) -> int:
     if args.server == "neo4j":
-        from engine import local_neo4j as mod
+        from engine.servers import neo4j as mod
     else:
-        from engine import local_milvus as mod  # type: ignore[no-redef]
+        from engine.servers import milvus as mod  # type: ignore[no-redef]
     if args.action == "set-password":
         code = mod.cli_set_password()  # type: ignore[attr-defined]
     else:
@@ -409,7 +409,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def _print_unmatched(result: Any) -> list[str]:
     """Named pattern nodes that are no entity's name, first (the tables below hold stand-ins); the other warnings."""
-    from engine.retrieval import unmatched_warning
+    from engine.retrieval.retriever import unmatched_warning
 
     first = [unmatched_warning(text, closest) for text, closest in getattr(result, "unmatched", {}).items()]
     for w in first:
@@ -608,7 +608,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_synth(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from engine.synth import SHAPES, SynthSettings, Synthesizer, write_jsonl
+    from engine.evaluation.synth import SHAPES, SynthSettings, Synthesizer, write_jsonl
 
     shapes = args.shapes or list(SHAPES)
     settings = replace(SynthSettings(), max_answers=args.max_answers, drop_redundant=args.drop_redundant,
@@ -627,7 +627,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from engine.evaluate import evaluate, plot_breakdown, read_items
+    from engine.evaluation.metrics import evaluate, plot_breakdown, read_items
 
     items = read_items(args.file, limit=args.limit)
     match = {k: v for k, v in (("k_node", args.k_node), ("k_rel", args.k_rel)) if v is not None}

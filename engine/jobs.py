@@ -42,7 +42,7 @@ from typing import Any
 
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.answering import LABELS, NOT_ENOUGH_INFO, REFUTED, SUPPORTED, Verdict
-from engine.pattern import Pattern
+from engine.retrieval.pattern import Pattern
 
 __all__ = [
     "BadRow",

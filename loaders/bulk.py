@@ -4,7 +4,7 @@ Per batch (one round trip per statement, never per row): MERGE the entities, the
 relation names this load has not merged yet) and the batch's typed relationships, all types in one statement;
 meanwhile, on the calling thread, embed whatever entity, relation or type of an earlier batch has no vector
 in Milvus yet and write those vectors under the same ids. Everything is keyed by stable ids
-(:func:`engine.graph.stable_id`), every write is a MERGE, an insert of a pk never written or an upsert, and
+(:func:`engine.stores.graph.stable_id`), every write is a MERGE, an insert of a pk never written or an upsert, and
 the "what still needs a vector" question is asked of Milvus itself (or, for collections this load created,
 of the pks written through it), so loading a file twice adds nothing and a load killed at any point
 completes when run again.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from engine._errors import ConfigError, InputError, MalformedInputError
-from engine.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
+from engine.stores.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, Triple
 
 _IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//|[^\s])\S*$")

@@ -5,7 +5,7 @@ each node gets isorag's ``:IsoragEntity`` label and ``isorag_*`` properties (``i
 ``isorag_key``, ``isorag_name``, ``isorag_name_key``, ``isorag_types``, ``isorag_adopted``); its own properties
 (``name``, ``key``, an ``eid`` of its own...), labels and relationships are never written. The relationships between
 adopted nodes stay as they are and their types become the KG's relation catalog (name = the type). ``drop`` gives
-the nodes back as they were (:meth:`engine.graph.GraphStore.drop`).
+the nodes back as they were (:meth:`engine.stores.graph.GraphStore.drop`).
 
 Before anything is written the label is surveyed: key values held by several nodes (a key names one entity) and
 nodes another KG has adopted are refused with a typed error; nodes without a usable key (missing, a list or a map)
@@ -21,7 +21,7 @@ from typing import Any
 
 from engine._cypher import cypher, label as label_slot, render
 from engine._errors import ConfigError, InputError
-from engine.graph import GraphStore, entity_id, name_key, relation_id
+from engine.stores.graph import GraphStore, entity_id, name_key, relation_id
 from loaders.bulk import LoadSummary, remove_duplicate_vectors
 
 

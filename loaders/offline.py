@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from engine._errors import MalformedInputError, OfflineImportError
-from engine.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
+from engine.stores.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, Triple
 from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch, peek_records
 

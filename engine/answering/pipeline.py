@@ -55,13 +55,13 @@ from engine.answering.results import (
 )
 from engine.answering.verification import judge_claim
 from engine.llm import LLM, NO_LLM_HELP, LLMStats
-from engine.pattern import Pattern
-from engine.prompting import parse_verdict, pattern_exchange, render_answer_prompt, render_verify_prompt
-from engine.retrieval import RetrievalResult, Subgraph, as_pattern
-from engine.verbalize import verbalize_subgraphs
+from engine.retrieval.pattern import Pattern
+from engine.answering.prompting import parse_verdict, pattern_exchange, render_answer_prompt, render_verify_prompt
+from engine.retrieval.retriever import RetrievalResult, Subgraph, as_pattern
+from engine.answering.verbalize import verbalize_subgraphs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.retrieval import Retriever
+    from engine.retrieval.retriever import Retriever
     from engine.scoring.service import ScoringResult, ScoringService
 
 __all__ = ["Call", "Complete", "Emit", "Flow", "Generate", "Pipeline", "Request", "Run", "SCORED_HEADER", "TEXT_TIE"]
@@ -303,7 +303,7 @@ class Pipeline:
     that needs it (a KG or a store that cannot be reached fails ``retrieve``, a checkpoint that does not fit
     fails ``scoring``):
 
-    * ``retriever()``: the KG's :class:`~engine.retrieval.Retriever`;
+    * ``retriever()``: the KG's :class:`~engine.retrieval.retriever.Retriever`;
     * ``llm()``: the :class:`~engine.llm.LLM`, or None (no LLM);
     * ``fewshot(kind)``: the few-shot examples of ``kind`` (``pattern``, ``claim``, ``answer``, ``verify``);
     * ``scorer()``: the :class:`~engine.scoring.service.ScoringService`; ``scorer=None``: no triple scorer.
@@ -419,7 +419,7 @@ class Pipeline:
 
     def _pattern(self, run: Run, text: str, kind: str, claim: bool = False) -> Generator[Request, Any,
                                                                                            tuple[Pattern, str]]:
-        """The LLM's pattern of ``text`` (:func:`~engine.prompting.pattern_exchange`, one Complete per prompt)."""
+        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per prompt)."""
         llm = self._llm()
         if llm is None:
             run.stage_name = "pattern"

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.pattern import Pattern
-from engine.retrieval import AnswerEntity, RetrievalResult, Subgraph, unmatched_dict
+from engine.retrieval.pattern import Pattern
+from engine.retrieval.retriever import AnswerEntity, RetrievalResult, Subgraph, unmatched_dict
 
 __all__ = [
     "LABELS",

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from engine._config import MatchSettings, VerifySettings
 from engine._errors import PatternError
 from engine.answering.results import NOT_ENOUGH_INFO, REFUTED, SUPPORTED
-from engine.pattern import Pattern, unknown_number
-from engine.retrieval import RetrievalResult
+from engine.retrieval.pattern import Pattern, unknown_number
+from engine.retrieval.retriever import RetrievalResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.retrieval import Retriever
+    from engine.retrieval.retriever import Retriever
 
 __all__ = ["judge_claim"]
 
@@ -67,7 +67,7 @@ def judge_claim(retriever: Retriever, pattern: Pattern, *, k: int | None = None,
     Candidates are searched once (one embedding call, one vector search); the strict and relaxed searches reuse
     them with narrower or wider candidate sets.
     """
-    from engine.matching import Candidates, Matcher
+    from engine.retrieval.matcher import Candidates, Matcher
 
     settings = settings or retriever.settings
     vs = verify or VerifySettings()

@@ -13,15 +13,15 @@ pruning), :class:`FeatureStore` (Milvus vectors, LRU-cached), :func:`train_score
 
 from __future__ import annotations
 
-from engine.scoring.dde import DDE, QueryGatedDDE
-from engine.scoring.dde_mlp import DDEMLP
+from engine.scoring.models.dde import DDE, QueryGatedDDE
+from engine.scoring.models.dde_mlp import DDEMLP
 from engine.scoring.device import WITH_CUDA, resolve_device
-from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer, batch_graphs
+from engine.scoring.question_graph import BatchedGraphs, QuestionGraph, TripleScorer, batch_graphs
 from engine.scoring.labels import bfs_distances, path_labels_with_fallback, relation_path_labels, shortest_path_labels
 from engine.scoring.metrics import answer_recall_at_k, triple_recall_at_k
-from engine.scoring.qrgat import QRGAT, QRGATConv
+from engine.scoring.models.qrgat import QRGAT, QRGATConv
 from engine.scoring.select import adaptive_top_p, top_k
-from engine.scoring.walk import QueryWalk, walk_answer_loss
+from engine.scoring.models.query_walk import QueryWalk, walk_answer_loss
 from engine.scoring.neighbourhood import Neighbourhood, NeighbourhoodReport, fetch_neighbourhood
 from engine.scoring.features import FeatureStore
 from engine.scoring.checkpoint import ScorerCheckpoint, load_checkpoint, make_model, save_checkpoint

@@ -36,8 +36,8 @@ def relation_fingerprint(relation_types: Sequence[str]) -> str:
 
 
 def _model_class(name: str) -> Any:
-    from engine.scoring.dde_mlp import DDEMLP
-    from engine.scoring.qrgat import QRGAT
+    from engine.scoring.models.dde_mlp import DDEMLP
+    from engine.scoring.models.qrgat import QRGAT
 
     classes = {"DDEMLP": DDEMLP, "QRGAT": QRGAT}
     cls_name = MODELS.get(name.lower(), name) if isinstance(name, str) else name

@@ -4,7 +4,7 @@
 neighbourhood's features are one gather), fetches the missing ones from Milvus in batches, and holds the KG's
 relation table (every relation type's vector, fetched once). :meth:`FeatureStore.question_graph` turns a
 :class:`~engine.scoring.neighbourhood.Neighbourhood`, a question embedding and optional labels into the
-:class:`~engine.scoring.graph.QuestionGraph` the models read. Entities without text (nameless, or without a
+:class:`~engine.scoring.question_graph.QuestionGraph` the models read. Entities without text (nameless, or without a
 vector in Milvus) are flagged; the models put their shared learned vector there.
 """
 
@@ -25,7 +25,7 @@ DEFAULT_CACHE_ENTITIES = 200_000
 
 
 class FeatureStore:
-    """Entity / relation vectors of one KG under one embedding model, from a :class:`~engine.vectors.VectorStore`.
+    """Entity / relation vectors of one KG under one embedding model, from a :class:`~engine.stores.vectors.VectorStore`.
 
     ``capacity`` entity vectors are cached (least recently used evicted). Thread-safe.
     """
@@ -121,10 +121,10 @@ class FeatureStore:
 
     # -- graphs --------------------------------------------------------------------------------------------
     def question_graph(self, nb: Neighbourhood, q_emb: np.ndarray, labels: np.ndarray | None = None) -> Any:
-        """The :class:`~engine.scoring.graph.QuestionGraph` of ``nb`` for a question embedded as ``q_emb``."""
+        """The :class:`~engine.scoring.question_graph.QuestionGraph` of ``nb`` for a question embedded as ``q_emb``."""
         import torch
 
-        from engine.scoring.graph import QuestionGraph
+        from engine.scoring.question_graph import QuestionGraph
 
         node_emb, has_vec = self.entity_vectors(nb.nodes)
         types, rel_mat, _ = self.relation_table()

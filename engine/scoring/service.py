@@ -48,7 +48,7 @@ class LinkedEntity:
 
 @dataclass(frozen=True)
 class ScoredTriple:
-    head: Any  # engine.retrieval.Entity
+    head: Any  # engine.retrieval.retriever.Entity
     relation: str
     tail: Any
     score: float
@@ -87,7 +87,7 @@ class ScoringResult:
 
     def evidence(self, precision: int | None = 4) -> str:
         """QSRAG's lines ``("h", "r", "t") [confidence: s]``, best first."""
-        from engine.verbalize import verbalize_scored
+        from engine.answering.verbalize import verbalize_scored
 
         return verbalize_scored([(*t.as_tuple(), t.score) for t in self.triples], precision=precision)
 
@@ -212,7 +212,7 @@ class ScoringService:
         """Score the neighbourhood of ``anchors`` (eids; None: linked from ``question``) for ``question``."""
         import torch
 
-        from engine.retrieval import Entity
+        from engine.retrieval.retriever import Entity
         from engine.scoring.extract import answer_candidates
         from engine.scoring.select import adaptive_top_p, top_k
 
@@ -244,7 +244,7 @@ class ScoringService:
         if has_walk:
             # the relation walk's gates read the question with its topic mentions masked, as in training:
             # the linked n-grams, and the anchors' names where the question spells them
-            from engine.scoring.walk import mask_mentions
+            from engine.scoring.models.query_walk import mask_mentions
 
             anchor_rows = self.engine.graph.entities([int(e) for e in nb.nodes[nb.anchors].tolist()])
             mentions = [x.mention for x in linked] + [r.get("name") or "" for r in anchor_rows.values()]

@@ -59,7 +59,7 @@ _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 #: that change direction (topic -> director <- film): the mixed DDE rounds and crossing QR-GAT stacks follow
 #: them, and log-scaled DDE shares stay readable three hops out. On a KG that stores inverses (Freebase) they
 #: add features the model may ignore. The gated DDE rounds add which relations lead from the topic to an entity;
-#: the relation walk (engine.scoring.walk) where a walk of the question's relations from the topic ends, and
+#: the relation walk (engine.scoring.models.query_walk) where a walk of the question's relations from the topic ends, and
 #: which triples it crosses, without DDE's division by degrees (a hub answer, a language or a genre, is
 #: marked as clearly as a rare one). benchmarks/scorer.py measures exactly these settings.
 #: Widths are chosen for CPU latency (at most 50 ms per question up to 10k triples on 2 cores); QR-GAT's
@@ -210,7 +210,7 @@ class PreparedSet:
     "pos": labelled triple idx, "source": "file:line", "hops": depth}``, and ``"train_pos"`` (relation-path
     labels, :func:`attach_relation_path_labels`) when the question's record has a relation path.
     ``q_walk_emb`` (row ``ex["q"]`` too): the questions with their topic mentions masked, for the relation
-    walk's gates (:func:`~engine.scoring.walk.mask_mentions`, :func:`attach_masked_questions`).
+    walk's gates (:func:`~engine.scoring.models.query_walk.mask_mentions`, :func:`attach_masked_questions`).
     """
 
     neighbourhoods: dict[str, Neighbourhood]
@@ -235,10 +235,10 @@ class PreparedSet:
         return r
 
     def graph(self, ex: dict[str, Any], with_labels: bool = True) -> Any:
-        """The :class:`~engine.scoring.graph.QuestionGraph` of example ``ex``."""
+        """The :class:`~engine.scoring.question_graph.QuestionGraph` of example ``ex``."""
         import torch
 
-        from engine.scoring.graph import QuestionGraph
+        from engine.scoring.question_graph import QuestionGraph
 
         nb = self.neighbourhoods[ex["nb"]]
         rows = self.rows(ex["nb"])
@@ -330,10 +330,10 @@ def train_pos(ex: dict[str, Any]) -> np.ndarray:
 
 def attach_masked_questions(data: PreparedSet, records: Sequence[QARecord], embedder: Any) -> int:
     """Set ``data.q_walk_emb``: each question embedded with its topic mentions masked (its record's
-    ``topics`` and bracketed spans, :func:`~engine.scoring.walk.mask_mentions`), one embedding call. Examples
+    ``topics`` and bracketed spans, :func:`~engine.scoring.models.query_walk.mask_mentions`), one embedding call. Examples
     are matched to records by ``source`` and question; a question without a record keeps its text. Returns how many
     questions changed."""
-    from engine.scoring.walk import mask_mentions
+    from engine.scoring.models.query_walk import mask_mentions
 
     by_key = {(r.source, r.question): r for r in records}  # sources alone repeat across files of one name
     texts = list(data.questions)
@@ -418,7 +418,7 @@ def prepare(
     from engine.scoring.labels import shortest_path_labels
 
     say = echo or (lambda m: print(m, file=sys.stderr))
-    graph = engine.graph
+    graph = engine.stores.graph
     types = tuple(sorted({ri.type for ri in graph.relation_catalog().values()}))
     meta = {"kg": engine.kg, "relations": relation_fingerprint(types), "embedding": engine.embedder.slug,
             "hops": hops, "max_edges": max_edges, "records": _records_digest(records), "label_mode": label_mode}
@@ -561,7 +561,7 @@ class TrainSettings:
     #: are weighted by (its size / drawn), so the loss is an unbiased estimate of the full one.
     neg_samples: int = 0
     near_share: float = 0.5
-    #: weight of the relation walk's auxiliary loss (:func:`~engine.scoring.walk.walk_answer_loss`: where the
+    #: weight of the relation walk's auxiliary loss (:func:`~engine.scoring.models.query_walk.walk_answer_loss`: where the
     #: question's walk ends against the answers), for models built with ``walk=True``; 0 turns it off
     walk_aux: float = 1.0
     #: BCE target of a labelled triple that touches no answer (a bridge on the way: topic -> director, the
@@ -666,7 +666,7 @@ def _loss(model: Any, batch: Any, pos_weight: float = 1.0, sample: tuple[Any, An
     loss = (sums / counts).mean()
     end = getattr(model, "walk_end", None)
     if walk_aux > 0 and end is not None and batch.node_labels is not None:
-        from engine.scoring.walk import walk_answer_loss
+        from engine.scoring.models.query_walk import walk_answer_loss
 
         loss = loss + walk_aux * walk_answer_loss(end, batch)
     return loss
@@ -781,7 +781,7 @@ def train_model(
     from tqdm import tqdm
 
     from engine.scoring.device import resolve_device
-    from engine.scoring.graph import batch_graphs
+    from engine.scoring.question_graph import batch_graphs
 
     s = settings or TrainSettings()
     say = echo or (lambda m: print(m, file=sys.stderr))

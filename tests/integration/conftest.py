@@ -29,7 +29,7 @@ def neo4j_uri() -> str:
     uri = os.environ.get("NEO4J_URI")
     if uri:
         return uri
-    from engine.local_neo4j import ensure_local_neo4j
+    from engine.servers.neo4j import ensure_local_neo4j
 
     return ensure_local_neo4j()
 
@@ -39,7 +39,7 @@ def milvus_uri() -> str:
     uri = os.environ.get("MILVUS_URI")
     if uri:
         return uri
-    from engine.local_milvus import ensure_local_milvus
+    from engine.servers.milvus import ensure_local_milvus
 
     return ensure_local_milvus()
 

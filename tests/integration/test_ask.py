@@ -370,7 +370,7 @@ def test_verify_many(kg: Callable[..., Engine]) -> None:
 
 @withPackage("langchain_core")
 def test_langchain_retriever(kg: Callable[..., Engine], llm_server: Any) -> None:
-    from engine.langchain import IsoragRetriever
+    from engine.integrations.langchain import IsoragRetriever
 
     eng = kg(llm=llm_config(llm_server))
     retriever = IsoragRetriever(engine=eng, k=2)

@@ -1,5 +1,5 @@
 """A statement stopped by its timeout on the real Neo4j is the engine's DeadlineExceeded, recognised by Neo4j's
-status code inside the graph store (engine.graph.TIMEOUT_CODES), never by the error's text."""
+status code inside the graph store (engine.stores.graph.TIMEOUT_CODES), never by the error's text."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from engine._config import Neo4jSettings
 from engine._errors import DeadlineExceeded
-from engine.graph import TIMEOUT_CODES, GraphStore
-from engine.matching import Matcher
+from engine.stores.graph import TIMEOUT_CODES, GraphStore
+from engine.retrieval.matcher import Matcher
 
 SLOW = "UNWIND range(1, 2000000000) AS x RETURN sum(x * x) AS s"  # tens of seconds of work on any server
 

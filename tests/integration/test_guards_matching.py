@@ -1,4 +1,4 @@
-"""Guards on the matcher (engine.matching; TEST-GAPS.md) against the real local Neo4j: self-loops and direction,
+"""Guards on the matcher (engine.retrieval.matcher; TEST-GAPS.md) against the real local Neo4j: self-loops and direction,
 disconnected patterns, the narrowing of conjunctions. The plan's bound: tests/unit/test_guards_matching.py."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from typing import Any, Iterator
 import pytest
 
 from engine._config import MatchSettings
-from engine.matching import Candidates, Matcher, SearchStats, make_plan
-from engine.oracle import oracle_matches
-from engine.pattern import Pattern
+from engine.retrieval.matcher import Candidates, Matcher, SearchStats, make_plan
+from engine.retrieval.oracle import oracle_matches
+from engine.retrieval.pattern import Pattern
 from loaders._model import Triple
 
 from helpers.kg import unique_kg
 
 
 def _records(kg: str) -> list[Any]:
-    from engine.graph import entity_id
+    from engine.stores.graph import entity_id
 
     recs: list[Any] = []
     # conjunction: Film 25..29 starred Ann Lee and were directed by Bo Chan
@@ -98,7 +98,7 @@ def test_a_self_loop_reached_from_the_candidates_side_matches_either_direction(e
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Directed: ``solo -likes-> Solo`` walked from Solo is an incoming edge; the self-loop is one, whichever side
     the expansion reads it from."""
-    import engine.matching as matching
+    import engine.retrieval.matcher as matching
 
     pat = {"triples": [["solo", "likes", "Solo"], ["Fan", "likes", "Solo"]]}  # "solo" embeds as "Solo"
     kw: dict[str, Any] = {"k": 5, "k_node": 1, "k_rel": 1, "injective": "none", "directed": True}
@@ -205,7 +205,7 @@ def test_narrowing_keeps_the_intersection_of_the_neighbourhoods(eng: Any) -> Non
 
 def test_a_capped_neighbourhood_does_not_narrow(eng: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A neighbourhood that reaches DOMAIN_CAP may be cut short: it must constrain nothing (exactness)."""
-    import engine.matching as matching
+    import engine.retrieval.matcher as matching
 
     cands = eng.retriever.candidates(Pattern.from_json(CONJ), MatchSettings(k_node=1, k_rel=1), {})
     monkeypatch.setattr(matching, "DOMAIN_CAP", 15)  # Bo Chan directed exactly 15 films, Ann Lee starred in 30

@@ -1,4 +1,4 @@
-"""Guards on candidates (engine.retrieval; TEST-GAPS.md) against the real local Neo4j and Milvus: k_node and k_rel,
+"""Guards on candidates (engine.retrieval.retriever; TEST-GAPS.md) against the real local Neo4j and Milvus: k_node and k_rel,
 Euclidean distances, the degree cap, the answer rule, typed unknowns, timings. Result assembly on hand-made matches:
 tests/unit/test_guards_retrieval.py.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine._config import MatchSettings
-from engine.pattern import Pattern
+from engine.retrieval.pattern import Pattern
 from loaders._model import EntityRecord, Triple
 
 from helpers.kg import shared_kg
@@ -51,7 +51,7 @@ def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Callable[...,
 @pytest.mark.parametrize("local_relations", [True, False])
 def test_named_node_gets_k_node_candidates_and_relation_k_rel(kg: Callable[..., Any], local_relations: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.retrieval as retrieval
+    import engine.retrieval.retriever as retrieval
 
     if not local_relations:  # relation candidates from Milvus instead of the in-process matrix
         monkeypatch.setattr(retrieval, "LOCAL_RELATION_LIMIT", 0)
@@ -74,7 +74,7 @@ def test_named_node_gets_k_node_candidates_and_relation_k_rel(kg: Callable[..., 
 def test_candidate_distances_are_euclidean_between_the_embeddings(kg: Callable[..., Any], embedder: Any,
                                                                   local_relations: bool,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.retrieval as retrieval
+    import engine.retrieval.retriever as retrieval
 
     if not local_relations:
         monkeypatch.setattr(retrieval, "LOCAL_RELATION_LIMIT", 0)
@@ -193,7 +193,7 @@ def test_timings_are_milliseconds_of_the_call(kg: Callable[..., Any]) -> None:
 
 def test_typed_candidates_up_to_the_type_limit_are_all_taken(kg: Callable[..., Any],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.retrieval as retrieval
+    import engine.retrieval.retriever as retrieval
 
     eng = kg()
     pat = {"triples": [["UNKNOWN person 1", "directed_by", "UNKNOWN film 2"]]}
@@ -205,7 +205,7 @@ def test_typed_candidates_up_to_the_type_limit_are_all_taken(kg: Callable[..., A
 
 def test_typed_candidates_cut_at_the_type_limit_are_reported(kg: Callable[..., Any],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.retrieval as retrieval
+    import engine.retrieval.retriever as retrieval
 
     eng = kg()
     pat = {"triples": [["UNKNOWN person 1", "directed_by", "UNKNOWN film 2"]]}

@@ -1,4 +1,4 @@
-"""Integration tests of the embedded local Milvus (engine.local_milvus): a real server, no mocks.
+"""Integration tests of the embedded local Milvus (engine.servers.milvus): a real server, no mocks.
 
 The default server (default home and port) is started if needed and left running: other tests and
 people use it.  Stop/start is tested on a private server: its own home and free port.
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from engine._errors import LocalServerError, StoreUnavailableError
-from engine.local_milvus import VERSION, LocalMilvus, ensure_local_milvus
+from engine.servers.milvus import VERSION, LocalMilvus, ensure_local_milvus
 
 from helpers import ROOT
 
@@ -75,7 +75,7 @@ def test_private_server_outlives_its_starter_and_restarts(private_server: LocalM
 
     # started by another Python process that exits at once: the server must outlive it
     code = (
-        "from pathlib import Path; from engine.local_milvus import LocalMilvus; "
+        "from pathlib import Path; from engine.servers.milvus import LocalMilvus; "
         f"print(LocalMilvus(home=Path({str(server.home)!r}), port={server.port}).start())"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -97,7 +97,7 @@ def test_private_server_outlives_its_starter_and_restarts(private_server: LocalM
         LocalMilvus(home=server.home, port=server.port + 1).start(timeout=10)
 
     # data survives a stop/start; the first search after the restart does not stall
-    from engine.vectors import VectorStore
+    from engine.stores.vectors import VectorStore
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((200, 16)).astype(np.float32)
@@ -142,7 +142,7 @@ def test_port_in_use_is_reported(tmp_path: Path) -> None:
 
 
 def test_cli_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.local_milvus import cli_start, cli_status
+    from engine.servers.milvus import cli_start, cli_status
 
     cli_start()
     cli_status()

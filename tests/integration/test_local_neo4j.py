@@ -14,7 +14,7 @@ import pytest
 from neo4j import GraphDatabase
 
 from engine._errors import LocalServerError
-from engine.local_neo4j import NEO4J_VERSION, LocalNeo4j, default_instance, ensure_local_neo4j
+from engine.servers.neo4j import NEO4J_VERSION, LocalNeo4j, default_instance, ensure_local_neo4j
 
 
 def _free_port() -> int:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
-from engine.matching import Matcher
-from engine.oracle import oracle_matches
-from engine.pattern import Pattern
+from engine.retrieval.matcher import Matcher
+from engine.retrieval.oracle import oracle_matches
+from engine.retrieval.pattern import Pattern
 from loaders._model import EntityRecord, Triple
 from loaders.bulk import BulkLoader, LoadSummary
 
@@ -123,7 +123,7 @@ def reversed_edges(pattern: Pattern, m: Any) -> int:
        typed=st.booleans(), dense=st.sampled_from([None, (0, 1e9), (4, 1.0)]))
 def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: tuple[Any, bool], k_node: int,
                                typed: bool, dense: tuple[int, float] | None) -> None:
-    import engine.matching as matching
+    import engine.retrieval.matcher as matching
 
     injective, directed = mode
     ms = MatchSettings(k_node=k_node, k_rel=3, k=k, injective=injective, directed=directed, batch_size=8)
@@ -154,7 +154,7 @@ def test_matcher_equals_oracle(kg_engine: Any, pattern: Pattern, k: int, mode: t
     if directed:
         assert all(r == 0 for _, r in pairs)
     for m in got:  # each result is a real mapping with the GSD it claims
-        from engine.matching import gsd_of
+        from engine.retrieval.matcher import gsd_of
 
         assert abs(gsd_of(pattern, cands, m.nodes, m.edges) - m.gsd) < 1e-9
 
@@ -254,7 +254,7 @@ def test_conjunction_narrows_the_unknown_and_stays_exact(make_engine: Any) -> No
 def test_hub_sources_are_reached_from_the_candidates_side(make_engine: Any, monkeypatch: Any) -> None:
     """An expansion from a hub into a node with few candidates reads the candidates' relationships instead of
     the hub's; the subgraphs are the same."""
-    import engine.matching as matching
+    import engine.retrieval.matcher as matching
 
     eng = make_engine()
     recs = [Triple("Big Studio", "produced", f"Film {i}", i) for i in range(60)]

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from engine._errors import OfflineImportError
-from engine.local_neo4j import LocalNeo4j
+from engine.servers.neo4j import LocalNeo4j
 
 from helpers.kg import unique_kg
 

@@ -29,14 +29,14 @@ def stores(neo4j_uri: str, milvus_uri: str, embedder: Any, monkeypatch: pytest.M
     """The servers as the commands see them (NEO4J_URI / MILVUS_URI), and a look at everything a KG could own."""
     from pymilvus import connections, utility
 
-    from engine.graph import GraphStore
+    from engine.stores.graph import GraphStore
 
     monkeypatch.setenv("NEO4J_URI", neo4j_uri)
     monkeypatch.setenv("MILVUS_URI", milvus_uri)
     for var in ("ISORAG_KG", "ISORAG_SCORER", "ISORAG_LLM_BASE_URL", "ISORAG_LLM_MODEL"):
         monkeypatch.delenv(var, raising=False)
     alias = f"ro-{uuid.uuid4().hex[:8]}"
-    from engine.local_milvus import local_token
+    from engine.servers.milvus import local_token
 
     connections.connect(alias=alias, uri=milvus_uri, token=local_token(milvus_uri), timeout=10)
     graph = GraphStore(Neo4jSettings(uri=neo4j_uri), "default")
@@ -191,7 +191,7 @@ def test_a_kg_in_neo4j_only(stores: Any, tmp_path: Path, capsys: pytest.CaptureF
 def test_a_kg_in_milvus_only(stores: Any, embedder: Any, capsys: pytest.CaptureFixture[str],
                              milvus_uri: str) -> None:
     """Collections without a graph (e.g. left by an earlier version's reads): never "stores agree"."""
-    from engine.vectors import VectorStore
+    from engine.stores.vectors import VectorStore
 
     kg = missing_kg()
     with VectorStore(milvus_uri, kg=kg, model=embedder.slug, dim=embedder.dim) as vs:

@@ -14,7 +14,7 @@ import torch
 
 from engine import (CheckpointError, ConfigError, Engine, EngineConfig, KGNotFoundError, LLMConfig, MilvusSettings,
                     Neo4jSettings)
-from engine.graph import entity_id
+from engine.stores.graph import entity_id
 from engine.scoring import fetch_neighbourhood
 from engine.scoring.checkpoint import load_checkpoint, make_model, relation_fingerprint, save_checkpoint
 from engine.scoring.extract import answer_candidates

@@ -24,9 +24,9 @@ from typing import Iterator
 import psutil
 import pytest
 
-import engine.local_milvus as lm
+import engine.servers.milvus as lm
 from engine._errors import LocalServerError
-from engine.local_milvus import DEFAULT_ROOT_PASSWORD, LISTENERS, LocalMilvus, _probe, _server_pid
+from engine.servers.milvus import DEFAULT_ROOT_PASSWORD, LISTENERS, LocalMilvus, _probe, _server_pid
 
 from helpers import ROOT
 
@@ -213,8 +213,8 @@ def test_engine_connections_find_the_secret(secured: LocalMilvus) -> None:
     code = (
         "import types\n"
         "from engine import Engine\n"
-        "from engine.local_milvus import cli_status\n"
-        "from engine.vectors import VectorStore\n"
+        "from engine.servers.milvus import cli_status\n"
+        "from engine.stores.vectors import VectorStore\n"
         "vs = VectorStore('http://localhost:{port}', kg='sec_probe', dim=4)\n"
         "vs.ensure_collections(); print('explicit', vs.count('entities')); vs.drop(); vs.close()\n"
         "eng = Engine(kg='sec_probe', llm=False, embedder=types.SimpleNamespace(slug='probe', dim=4))\n"
@@ -356,7 +356,7 @@ def test_compose_milvus_settings_and_set_password(tmp_path: Path, monkeypatch: p
         assert out.returncode != 0 and "MILVUS_ROOT_PASSWORD" in out.stderr and "Traceback" not in out.stderr
 
         # the engine service's MILVUS_URI + MILVUS_TOKEN
-        from engine.vectors import VectorStore
+        from engine.stores.vectors import VectorStore
 
         vs = VectorStore(server.uri, token="root:compose-secret-1", kg="compose_probe", dim=4)
         vs.ensure_collections()

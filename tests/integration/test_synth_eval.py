@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import plot_breakdown, read_items
-from engine.synth import SHAPES
+from engine.evaluation.metrics import plot_breakdown, read_items
+from engine.evaluation.synth import SHAPES
 
 
 # a small KG with a few hubs, chains and shared neighbours (names unique)
@@ -59,7 +59,7 @@ def small_kg(make_engine):
 
 
 def test_synth_shapes_complete_answers_and_corruptions(small_kg, tmp_path: Path) -> None:
-    from engine.synth import Synthesizer, write_jsonl
+    from engine.evaluation.synth import Synthesizer, write_jsonl
 
     syn = Synthesizer(small_kg.graph, seed=3)
     recs = list(syn.generate(30, SHAPES))
@@ -87,7 +87,7 @@ def test_synth_shapes_complete_answers_and_corruptions(small_kg, tmp_path: Path)
 
 
 def test_redundancy_marked(small_kg) -> None:
-    from engine.synth import Synthesizer
+    from engine.evaluation.synth import Synthesizer
 
     recs = list(Synthesizer(small_kg.graph, seed=1).generate(24, ["conj2", "conj3", "star"]))
     for r in recs:
@@ -96,8 +96,8 @@ def test_redundancy_marked(small_kg) -> None:
 
 
 def test_eval_end_to_end_and_png(small_kg, tmp_path: Path) -> None:
-    from engine.evaluate import evaluate
-    from engine.synth import Synthesizer, write_jsonl
+    from engine.evaluation.metrics import evaluate
+    from engine.evaluation.synth import Synthesizer, write_jsonl
 
     recs = list(Synthesizer(small_kg.graph, seed=5).generate(12, SHAPES))
     f = tmp_path / "s.jsonl"
@@ -113,7 +113,7 @@ def test_eval_end_to_end_and_png(small_kg, tmp_path: Path) -> None:
 
 def test_synth_is_reproducible_by_seed(small_kg) -> None:
     """The same seed samples the same records (the seed pool is drawn by the seeded generator, not rand())."""
-    from engine.synth import Synthesizer
+    from engine.evaluation.synth import Synthesizer
 
     def sample(seed: int) -> list[tuple]:
         recs = Synthesizer(small_kg.graph, seed=seed).generate(12, SHAPES)

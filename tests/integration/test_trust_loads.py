@@ -54,7 +54,7 @@ def test_names_past_the_stores_limits_load_and_agree(make_engine: Any, tmp_path:
 
 
 def test_fit_varchar_cuts_bytes_at_a_character() -> None:
-    from engine.vectors import fit_varchar
+    from engine.stores.vectors import fit_varchar
 
     assert fit_varchar("abc", 2) == "ab"
     assert fit_varchar("üü", 3) == "ü"  # 4 bytes: the second ü would be cut in half

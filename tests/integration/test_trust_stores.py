@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from engine._cypher import escape_identifier
 from engine._errors import InputError
-from engine.vectors import KINDS
+from engine.stores.vectors import KINDS
 
 
 # -- identifiers from data ----------------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ def test_any_type_or_label_is_matched_as_itself(neo4j_graph: Any, name: str) -> 
 @pytest.fixture(scope="module")
 def neo4j_graph(neo4j_uri: str) -> Any:
     from engine._config import Neo4jSettings
-    from engine.graph import GraphStore
+    from engine.stores.graph import GraphStore
 
     return GraphStore(Neo4jSettings(uri=neo4j_uri), "escprobe")
 
@@ -127,7 +127,7 @@ def test_adopt_query_drop_leaves_the_user_graph_identical(make_engine: Any, tmp_
 
 def _collections(eng: Any) -> list[str]:
     """The Milvus collections of ``eng``'s KG that exist (looked up without creating any)."""
-    from engine.vectors import VectorStore
+    from engine.stores.vectors import VectorStore
 
     with VectorStore(eng.config.milvus.uri, token=eng.config.milvus.token, kg=eng.kg, model=eng.embedder.slug,
                      dim=eng.embedder.dim) as vs:

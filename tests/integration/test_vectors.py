@@ -1,7 +1,7 @@
-"""Integration tests of engine.vectors.VectorStore on the real local Milvus (no mocks).
+"""Integration tests of engine.stores.vectors.VectorStore on the real local Milvus (no mocks).
 
 Each test uses its own KG name (so its own collections) and drops it at the end.  The local
-server (engine.local_milvus, default home/port) is started if needed and left running.
+server (engine.servers.milvus, default home/port) is started if needed and left running.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUnavailableError
-from engine.local_milvus import LocalMilvus
-from engine.vectors import KINDS, VectorStore, collection_name, slug
+from engine.servers.milvus import LocalMilvus
+from engine.stores.vectors import KINDS, VectorStore, collection_name, slug
 
 from helpers.marks import withPackage
 

@@ -10,8 +10,8 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _no_local_servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from engine.local_milvus import LocalMilvus
-    from engine.local_neo4j import LocalNeo4j
+    from engine.servers.milvus import LocalMilvus
+    from engine.servers.neo4j import LocalNeo4j
 
     asked: list[str] = []
 

@@ -477,7 +477,7 @@ def test_errors_are_typed_in_the_api(files: Files) -> None:
     """The checks live where the values are used, not only in the CLI."""
     from engine._config import EngineConfig, MatchSettings, Neo4jSettings
     from engine.scoring.train import TrainSettings
-    from engine.synth import Synthesizer
+    from engine.evaluation.synth import Synthesizer
 
     for bad in (math.nan, math.inf, 0, -1):
         with pytest.raises(ConfigError):

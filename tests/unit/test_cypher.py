@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine._cypher import Fragment, direction, label, rel_type, rel_types, render, variable
-from engine._cypher_builders import expand_statement
+from engine.retrieval.statements import expand_statement
 from engine._errors import ConfigError, UnknownRelationError
 
 CATALOG = {"a", "b", "we`ird\\"}
@@ -65,7 +65,7 @@ def test_matcher_shapes_render_as_before(types, forward, shape, expected):
 
 
 def test_matcher_expand_query_picks_the_shapes():
-    from engine.matching import Matcher
+    from engine.retrieval.matcher import Matcher
 
     m = Matcher(None)
     assert m._expand_query(["b", "a"], CATALOG, True, True, False, False) == CLOSING_OUT
@@ -120,10 +120,10 @@ def test_slot_values_are_escaped_identifiers():
 
 
 def test_oracle_and_sample_statements_come_from_templates():
-    from engine.matching import Candidates
-    from engine.oracle import oracle_query
-    from engine.pattern import Pattern
-    from engine.synth import ANSWER, SEED, GTSample, answer_query
+    from engine.retrieval.matcher import Candidates
+    from engine.retrieval.oracle import oracle_query
+    from engine.retrieval.pattern import Pattern
+    from engine.evaluation.synth import ANSWER, SEED, GTSample, answer_query
 
     p = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"), ("UNKNOWN person 1", "born_in", "UNKNOWN 2")])
     ids = list(p.nodes)

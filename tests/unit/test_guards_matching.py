@@ -1,4 +1,4 @@
-"""Guards on the matcher's plan (engine.matching; TEST-GAPS.md): its suffix sums are an admissible bound on cycles,
+"""Guards on the matcher's plan (engine.retrieval.matcher; TEST-GAPS.md): its suffix sums are an admissible bound on cycles,
 multi-edges and self-loops, its root has the fewest candidates. Self-loops and direction, disconnected patterns and the
 narrowing of conjunctions run against the real local Neo4j in tests/integration/test_guards_matching.py."""
 
@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from engine.matching import Candidates, KGEdge, gsd_of, make_plan
-from engine.pattern import Pattern
+from engine.retrieval.matcher import Candidates, KGEdge, gsd_of, make_plan
+from engine.retrieval.pattern import Pattern
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Guards on result assembly (engine.retrieval; TEST-GAPS.md), on hand-made matches: an answer's GSD, the bindings of
+"""Guards on result assembly (engine.retrieval.retriever; TEST-GAPS.md), on hand-made matches: an answer's GSD, the bindings of
 every unknown, ``exact``, names, relation names, candidate limits. Candidates, the degree cap and the answer rule
 against the real local Neo4j and Milvus: tests/integration/test_guards_retrieval.py.
 """
@@ -11,9 +11,9 @@ import pytest
 
 from engine._config import MatchSettings
 from engine._errors import ConfigError
-from engine.matching import Candidates, KGEdge, Match, SearchStats
-from engine.pattern import Pattern
-from engine.retrieval import Retriever
+from engine.retrieval.matcher import Candidates, KGEdge, Match, SearchStats
+from engine.retrieval.pattern import Pattern
+from engine.retrieval.retriever import Retriever
 
 
 class _Rows:

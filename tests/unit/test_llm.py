@@ -1,4 +1,4 @@
-"""engine.llm and engine.prompting, with the real ``openai`` client over HTTP against a scripted local server."""
+"""engine.llm and engine.answering.prompting, with the real ``openai`` client over HTTP against a scripted local server."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from engine._errors import ConfigError, LLMError, PatternParseError
 from engine.llm import LLM, LangChainLLM, LLMConfig, OpenAILLM, make_llm
-from engine.pattern import Pattern
-from engine.prompting import (
+from engine.retrieval.pattern import Pattern
+from engine.answering.prompting import (
     agenerate_pattern,
     generate_pattern,
     load_fewshot,

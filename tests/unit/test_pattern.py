@@ -1,4 +1,4 @@
-"""Tests for engine.pattern: construction, structure, LLM-text parsing, validation errors."""
+"""Tests for engine.retrieval.pattern: construction, structure, LLM-text parsing, validation errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine._errors import PatternError, PatternParseError
-from engine.pattern import (
+from engine.retrieval.pattern import (
     PATTERN_JSON_SCHEMA,
     Pattern,
     PatternEdge,

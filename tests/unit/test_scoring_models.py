@@ -65,7 +65,7 @@ def make_models(dim: int = 16) -> dict[str, torch.nn.Module]:
 
 
 MODEL_NAMES = ["ddemlp", "qrgat"]
-#: the models above with the question's relation walk (engine.scoring.walk) as well
+#: the models above with the question's relation walk (engine.scoring.models.query_walk) as well
 ALL_MODELS = MODEL_NAMES + ["ddemlp_walk", "qrgat_walk"]
 
 
@@ -639,7 +639,7 @@ def test_query_walk_stays_for_questions_of_fewer_hops():
 
 
 def test_mask_mentions():
-    from engine.scoring.walk import mask_mentions
+    from engine.scoring.models.query_walk import mask_mentions
 
     assert mask_mentions("who directed [Heat]") == "who directed it"
     assert mask_mentions("films starring Tom Hanks and tom hanks", ["Tom Hanks"]) == "films starring it and it"
@@ -650,7 +650,7 @@ def test_mask_mentions():
 
 
 def test_walk_answer_loss_hand_computed():
-    from engine.scoring.walk import walk_answer_loss
+    from engine.scoring.models.query_walk import walk_answer_loss
 
     g = walk_graph()  # 8 nodes, topic 0
     end = torch.tensor([0.9, 0.5, 0.2, 0.9, 0.1, 0.8, 0.05, 0.3])
@@ -672,7 +672,7 @@ def test_walk_answer_loss_hand_computed():
 def test_query_walk_learns_relation_paths_from_answers():
     """2-hop questions over random graphs: the question embedding is a fixed linear mix of its two relations'
     embeddings; trained from the answers alone (walk_answer_loss), the walk ends on held-out answers."""
-    from engine.scoring.walk import walk_answer_loss
+    from engine.scoring.models.query_walk import walk_answer_loss
 
     dim, num_rel, n, e = 16, 6, 30, 90
     rel = torch.nn.functional.normalize(torch.randn(num_rel, dim, generator=torch.Generator().manual_seed(5)), dim=1)

@@ -126,7 +126,7 @@ def test_every_error_message_is_scrubbed() -> None:
 
 
 def test_milvus_client_errors_hide_the_uri_password_and_token() -> None:
-    from engine.vectors import VectorStore
+    from engine.stores.vectors import VectorStore
 
     with pytest.raises(StoreUnavailableError) as info:
         VectorStore(f"http://root:{SECRET}@127.0.0.1:1", timeout=1)
@@ -137,7 +137,7 @@ def test_milvus_client_errors_hide_the_uri_password_and_token() -> None:
 
 
 def test_neo4j_uri_with_user_info_is_a_masked_config_error() -> None:
-    from engine.graph import GraphStore
+    from engine.stores.graph import GraphStore
 
     with pytest.raises(ConfigError) as info:
         GraphStore(Neo4jSettings(uri=f"bolt://neo4j:{SECRET}@127.0.0.1:1", password=SECRET))

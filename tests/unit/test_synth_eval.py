@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import (aggregate, answer_f1, answer_recall, hit, hits1_lenient, hits1_strict, read_items,
+from engine.evaluation.metrics import (aggregate, answer_f1, answer_recall, hit, hits1_lenient, hits1_strict, read_items,
                              triple_prf)
-from engine.synth import isomorphism_type, subtree_edges
+from engine.evaluation.synth import isomorphism_type, subtree_edges
 
 
 def test_metric_functions_hand_computed() -> None:

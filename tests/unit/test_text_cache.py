@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from engine._config import MatchSettings
-from engine.retrieval import TEXT_CACHE_SIZE, Retriever
+from engine.retrieval.retriever import TEXT_CACHE_SIZE, Retriever
 
 
 class HashEmbedder:

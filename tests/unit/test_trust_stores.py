@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from engine._config import check_kg_name
 from engine._cypher import escape_identifier
 from engine._errors import ConfigError
-from engine.vectors import KINDS, collection_name
+from engine.stores.vectors import KINDS, collection_name
 
 
 # -- KG names -> store names ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tests for engine.verbalize."""
+"""Tests for engine.answering.verbalize."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.verbalize import verbalize_scored, verbalize_subgraphs, verbalize_triple
+from engine.answering.verbalize import verbalize_scored, verbalize_subgraphs, verbalize_triple
 
 
 def test_verbalize_triple():

@@ -12,7 +12,7 @@ a new network namespace whose only interface is ``lo``, and this process, starte
 3. starts Milvus there as its child (killed with this process: ``PR_SET_PDEATHSIG``),
 4. relays each connection to ``127.0.0.1:<port>`` inside the namespace, until Milvus exits; SIGTERM is passed on.
 
-Standard library only, run as ``python -I _milvus_relay.py PORT -- MILVUS ARGS...`` (``-I``: nothing from
+Standard library only, run as ``python -I milvus_relay.py PORT -- MILVUS ARGS...`` (``-I``: nothing from
 the caller's environment or the engine package is imported). Exits with 3 when the namespace cannot be made.
 """
 
@@ -117,7 +117,7 @@ def _accept(listener: socket.socket, port: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        _say("usage: python -I _milvus_relay.py PORT -- MILVUS ARGS...")
+        _say("usage: python -I milvus_relay.py PORT -- MILVUS ARGS...")
         return 2
     port, command = int(argv[0]), argv[2:]
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

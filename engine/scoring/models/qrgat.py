@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.scoring.dde import DDE, QueryGatedDDE
-from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
-from engine.scoring.walk import QueryWalk
+from engine.scoring.models.dde import DDE, QueryGatedDDE
+from engine.scoring.question_graph import BatchedGraphs, QuestionGraph, TripleScorer
+from engine.scoring.models.query_walk import QueryWalk
 
 __all__ = ["QRGAT", "QRGATConv"]
 
@@ -149,9 +149,9 @@ class QRGAT(TripleScorer):
           ``topic -> director <- film``, which neither stack alone can walk. The paper's Freebase pools store
           a relation and its inverse, so its stacks need no crossing there.
 
-    ``dde_gated=True`` appends :class:`~engine.scoring.dde.QueryGatedDDE` features to ``p`` (DDE rounds gated
+    ``dde_gated=True`` appends :class:`~engine.scoring.models.dde.QueryGatedDDE` features to ``p`` (DDE rounds gated
     by a learned question-relation score, ``gate_dim`` wide): which relations lead from the topic to a node.
-    ``walk=True`` appends the question's relation walk (:class:`~engine.scoring.walk.QueryWalk`, ``walk_rounds``
+    ``walk=True`` appends the question's relation walk (:class:`~engine.scoring.models.query_walk.QueryWalk`, ``walk_rounds``
     rounds): where it ends, to ``p``, and which triples it crosses, to the scorer's first layer (a
     ``Linear(walk_rounds + 1 -> score_hidden)`` beside ``W_1``).
 

@@ -1,8 +1,8 @@
 """SimGRAG's prompts (paper 002, Appendix B, Tables 16-19) and their few-shot examples.
 
-The instruction blocks live as text files in ``engine/prompts/`` (``pattern_question``, ``pattern_claim``,
+The instruction blocks live as text files in ``engine/answering/prompts/`` (``pattern_question``, ``pattern_claim``,
 ``answer``, ``verify``), with ``{examples}``, ``{query}`` and ``{evidences}`` placeholders. Few-shot examples
-are per KG, one JSON object a line, in ``engine/prompts/fewshot/<kg>_<kind>.jsonl`` for the bundled demo KG
+are per KG, one JSON object a line, in ``engine/answering/prompts/fewshot/<kg>_<kind>.jsonl`` for the bundled demo KG
 (``kind``: ``pattern``, ``claim``, ``answer``, ``verify``); a user points at their own file by path instead.
 
 Example lines::
@@ -29,8 +29,8 @@ from typing import Any
 
 from engine._errors import ConfigError, PatternError, PatternParseError
 from engine.llm import LLM
-from engine.pattern import Pattern
-from engine.verbalize import verbalize_subgraphs
+from engine.retrieval.pattern import Pattern
+from engine.answering.verbalize import verbalize_subgraphs
 
 __all__ = [
     "DEFAULT_FEWSHOT_KG",
@@ -253,7 +253,7 @@ def render_answer_prompt(
     query: str, evidence: Any, examples: Sequence[Mapping[str, Any]] | str | os.PathLike[str] | None
 ) -> str:
     """SimGRAG's verbalized-subgraph answer prompt (Table 18). ``evidence`` is the verbalized text
-    (:func:`engine.verbalize.verbalize_subgraphs`) or the graphs themselves (a list of triple lists, or
+    (:func:`engine.answering.verbalize.verbalize_subgraphs`) or the graphs themselves (a list of triple lists, or
     ``{"graph [1]": [...], ...}``)."""
     return _render_with_evidence("answer", "answer", query, evidence, examples)
 
@@ -302,7 +302,7 @@ def pattern_exchange(
 ) -> Generator[str, str, tuple[Pattern, str]]:
     """The exchange with the LLM that gives the pattern of ``query`` (a question, or a claim with
     ``claim=True``), written once for every caller: a generator that yields each prompt, is sent the LLM's text
-    for it, and returns the parsed :class:`~engine.pattern.Pattern` and that text.
+    for it, and returns the parsed :class:`~engine.retrieval.pattern.Pattern` and that text.
 
     On text that is not a valid pattern, asks again (at most ``retries`` times) quoting the bad output and what
     was wrong; then raises PatternParseError keeping the last text. :func:`generate_pattern`,
@@ -329,7 +329,7 @@ def generate_pattern(
     retries: int = 1,
 ) -> tuple[Pattern, str]:
     """Ask ``llm`` for the pattern of ``query`` (:func:`pattern_exchange`): the parsed
-    :class:`~engine.pattern.Pattern` and the LLM's text. LLMError from the call itself is not retried here."""
+    :class:`~engine.retrieval.pattern.Pattern` and the LLM's text. LLMError from the call itself is not retried here."""
     exchange = pattern_exchange(query, examples, claim=claim, retries=retries)
     prompt = next(exchange)
     while True:

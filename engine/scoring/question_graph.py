@@ -36,7 +36,7 @@ class QuestionGraph:
           (:meth:`TripleScorer.attach_entity_table`), or None; with both, an eval-mode model reads each
           node's text term from the table instead of projecting ``node_emb`` again
         - **node_labels** ``[N]`` float 0/1, the answers (for the relation walk's auxiliary training term), or None
-        - **q_walk** ``[d]``: the question with its topic mentions masked (:func:`~engine.scoring.walk.mask_mentions`),
+        - **q_walk** ``[d]``: the question with its topic mentions masked (:func:`~engine.scoring.models.query_walk.mask_mentions`),
           read by the relation walk's gates; None: they read ``q_emb``
     """
 
@@ -258,7 +258,7 @@ class TripleScorer(nn.Module):
             out[nameless] = self.entity_terms(nameless_vec.unsqueeze(0).to(out.dtype))
         return out
 
-    # -- the question's relation walk (engine.scoring.walk), for models built with walk=True ---------------
+    # -- the question's relation walk (engine.scoring.models.query_walk), for models built with walk=True ---------------
     # A model that has one sets ``self.walk`` (a QueryWalk) and ``self.walk_edge`` (the Linear reading its
     # triple features) in its constructor, where their parameters fall in its initialisation order.
     def _walk_features(self, b: BatchedGraphs, dtype: torch.dtype) -> tuple[torch.Tensor | None, torch.Tensor | None]:

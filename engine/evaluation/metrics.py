@@ -201,7 +201,7 @@ def _metaqa_gold() -> Any:
     """``benchmarks/metaqa_qtypes.gold_pattern`` (standalone module) when the source tree has it."""
     import importlib.util
 
-    p = Path(__file__).resolve().parent.parent / "benchmarks" / "metaqa_qtypes.py"
+    p = Path(__file__).resolve().parents[2] / "benchmarks" / "metaqa_qtypes.py"
     if not p.exists():
         return None
     spec = importlib.util.spec_from_file_location("isorag_metaqa_qtypes", p)

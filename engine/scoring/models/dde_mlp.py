@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.scoring.dde import DDE, QueryGatedDDE, log_scale
-from engine.scoring.graph import BatchedGraphs, QuestionGraph, TripleScorer
-from engine.scoring.walk import QueryWalk
+from engine.scoring.models.dde import DDE, QueryGatedDDE, log_scale
+from engine.scoring.question_graph import BatchedGraphs, QuestionGraph, TripleScorer
+from engine.scoring.models.query_walk import QueryWalk
 
 __all__ = ["DDEMLP"]
 
@@ -43,13 +43,13 @@ class DDEMLP(TripleScorer):
         dropout: dropout after each hidden ReLU (default 0.0: the reference has none).
         dde_rounds / dde_reverse_rounds / include_initial / dde_mixed: see :class:`~engine.scoring.DDE`
             (``dde_mixed`` is its ``mixed``: the direction-changing rounds a one-way KG needs).
-        dde_log: feed the MLP :func:`~engine.scoring.dde.log_scale` of the DDE (default False: the raw
+        dde_log: feed the MLP :func:`~engine.scoring.models.dde.log_scale` of the DDE (default False: the raw
             shares, as the paper). Three hops out the raw shares are 0.001-0.01, too small for the MLP to
             learn from in a bounded number of steps.
-        dde_gated / gate_dim: append :class:`~engine.scoring.dde.QueryGatedDDE` features (DDE rounds whose
+        dde_gated / gate_dim: append :class:`~engine.scoring.models.dde.QueryGatedDDE` features (DDE rounds whose
             messages are gated by a learned question-relation score, ``gate_dim`` wide; default off): the
             structure then says *which relations* lead from the topic to an entity, not only how far.
-        walk / walk_rounds / walk_gate_dim: the question's relation walk (:class:`~engine.scoring.walk.QueryWalk`,
+        walk / walk_rounds / walk_gate_dim: the question's relation walk (:class:`~engine.scoring.models.query_walk.QueryWalk`,
             default off): where a max-product walk of learned (round, direction, relation) gates from the topic
             ends, as two more DDE-like node features, and which triples it crosses at each round, as
             ``walk_rounds + 1`` triple features read by a ``Linear(walk_rounds + 1 -> hidden)`` beside the first

@@ -1,8 +1,8 @@
 """The exhaustive form of matching: one Cypher statement per pattern that computes every isomorphic
-subgraph's GSD and orders by it (DIGEST §6.2 (b)). It is the test oracle of :mod:`engine.matching` and is
+subgraph's GSD and orders by it (DIGEST §6.2 (b)). It is the test oracle of :mod:`engine.retrieval.matcher` and is
 usable for small candidate sets; it enumerates everything, so it is no retriever for large KGs.
 
-The statement comes from ``cypher/oracle.cypher`` (:func:`engine._cypher_builders.oracle_statement`): only
+The statement comes from ``cypher/oracle.cypher`` (:func:`engine.retrieval.statements.oracle_statement`): only
 identifiers (relationship types from the KG's catalog, backtick-escaped) are written into the text; candidate ids
 and distances are parameters.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine._config import injective_mode
-from engine._cypher_builders import oracle_statement
-from engine.matching import Candidates, KGEdge, Match
-from engine.pattern import Pattern
+from engine.retrieval.statements import oracle_statement
+from engine.retrieval.matcher import Candidates, KGEdge, Match
+from engine.retrieval.pattern import Pattern
 
 
 def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool | str = True,

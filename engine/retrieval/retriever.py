@@ -11,8 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
-from engine.matching import Candidates, Match, Matcher, SearchStats
-from engine.pattern import Pattern
+from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
+from engine.retrieval.pattern import Pattern
 
 #: at most this many entities are taken from the top-k(t) types of a typed unknown node
 TYPE_CANDIDATE_LIMIT = 100_000

@@ -1,7 +1,7 @@
 """A question-conditioned relation walk from the topic entities: which triples a walk of the question's
 relation path crosses, and which entities it ends on (a structural feature for both scorers).
 
-DDE (SubgraphRAG) says how far an entity lies from the topic; the gated DDE (:class:`~engine.scoring.dde.QueryGatedDDE`)
+DDE (SubgraphRAG) says how far an entity lies from the topic; the gated DDE (:class:`~engine.scoring.models.dde.QueryGatedDDE`)
 weighs the relations on the way, but its mean aggregation divides by every in-degree, so an answer that is a
 hub (a language, a genre, a year: most MetaQA 3-hop answers) receives a share a thousand times smaller than a
 rare entity reached by a wrong relation. Here the propagation is a max-product (Viterbi) walk instead, as in
@@ -56,10 +56,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.scoring.dde import log_scale
+from engine.scoring.models.dde import log_scale
 
 if TYPE_CHECKING:
-    from engine.scoring.graph import BatchedGraphs
+    from engine.scoring.question_graph import BatchedGraphs
 
 __all__ = ["QueryWalk", "walk_answer_loss", "mask_mentions"]
 
@@ -93,7 +93,7 @@ class QueryWalk(nn.Module):
     """The question's relation walk (module docstring). ``rounds`` is ``L``, ``gate_dim`` the width ``g`` of the
     bilinear relation gates.
 
-    Shapes: a :class:`~engine.scoring.graph.BatchedGraphs` -> ``(node [N, 2], edge [E, L + 1], end [N])``,
+    Shapes: a :class:`~engine.scoring.question_graph.BatchedGraphs` -> ``(node [N, 2], edge [E, L + 1], end [N])``,
     ``end`` being ``a^(L)`` itself.
     """
 

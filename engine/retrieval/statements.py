@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Protocol
 from engine._cypher import Fragment, direction, joined, rel_type, rel_types, render, variable
 
 if TYPE_CHECKING:
-    from engine.pattern import Pattern
+    from engine.retrieval.pattern import Pattern
 
 
 class CandidateSets(Protocol):
-    """What the oracle's statement reads of :class:`engine.matching.Candidates` (a Protocol, so that this module
+    """What the oracle's statement reads of :class:`engine.retrieval.matcher.Candidates` (a Protocol, so that this module
     does not import the matcher, which imports it)."""
 
     nodes: Mapping[str, Mapping[int, float] | None]

@@ -152,7 +152,7 @@ class QueryGatedDDE(nn.Module):
     of length 1 to ``rounds`` is kept (``f, r, ff, fr, rf, rr`` for 2), log-scaled (:func:`log_scale`).
     Gates start near 0.9 (``b_l = 2``), i.e. close to the ungated DDE.
 
-    Shapes: a :class:`~engine.scoring.graph.BatchedGraphs` -> ``[N, out_dim]``, ``out_dim = 2 + 4 + ... + 2^rounds``.
+    Shapes: a :class:`~engine.scoring.question_graph.BatchedGraphs` -> ``[N, out_dim]``, ``out_dim = 2 + 4 + ... + 2^rounds``.
     """
 
     def __init__(self, emb_dim: int, rounds: int = 2, gate_dim: int = 32) -> None:

@@ -147,11 +147,11 @@ class GraphStore:
         if self.settings.uri:
             self.uri = self.settings.uri
         elif start_local:
-            from engine.local_neo4j import ensure_local_neo4j
+            from engine.servers.neo4j import ensure_local_neo4j
 
             self.uri = ensure_local_neo4j()
         else:
-            from engine.local_neo4j import LocalNeo4j
+            from engine.servers.neo4j import LocalNeo4j
 
             self.uri = LocalNeo4j().uri
         self._driver = get_driver(self.settings, self.uri)

@@ -1,6 +1,6 @@
 """A langchain-core retriever over an :class:`~engine.Engine`: the verbalized subgraphs as Documents.
 
-    from engine.langchain import IsoragRetriever
+    from engine.integrations.langchain import IsoragRetriever
     retriever = IsoragRetriever(engine=eng, k=3)          # or eng.as_retriever(k=3)
     docs = retriever.invoke("who directed Heat")          # the LLM writes the pattern
     docs = retriever.invoke('{"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}')
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine._errors import ConfigError, PatternParseError
-from engine.pattern import Pattern
+from engine.retrieval.pattern import Pattern
 
 _HINT = "pip install 'langchain-core==1.7.2'  (or: pip install 'isorag[langchain]')"
 
@@ -28,7 +28,7 @@ try:
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
 except ModuleNotFoundError as e:  # pragma: no cover - exercised only without langchain-core
-    raise ImportError(f"engine.langchain needs langchain-core: {_HINT}") from e
+    raise ImportError(f"engine.integrations.langchain needs langchain-core: {_HINT}") from e
 
 __all__ = ["IsoragRetriever"]
 
@@ -57,7 +57,7 @@ class IsoragRetriever(BaseRetriever):
         if pat is not None:
             return pat, None
         from engine.llm import NO_LLM_HELP
-        from engine.prompting import generate_pattern
+        from engine.answering.prompting import generate_pattern
 
         llm = self.engine.llm
         if llm is None:
@@ -69,7 +69,7 @@ class IsoragRetriever(BaseRetriever):
         if pat is not None:
             return pat, None
         from engine.llm import NO_LLM_HELP
-        from engine.prompting import agenerate_pattern
+        from engine.answering.prompting import agenerate_pattern
 
         llm = self.engine.llm
         if llm is None:
@@ -77,7 +77,7 @@ class IsoragRetriever(BaseRetriever):
         return await agenerate_pattern(llm, query, self.engine.fewshot("pattern"))
 
     def _documents(self, res: Any, pattern_text: str | None) -> list[Document]:
-        from engine.verbalize import verbalize_triple
+        from engine.answering.verbalize import verbalize_triple
 
         docs = []
         pattern = res.pattern.to_json()

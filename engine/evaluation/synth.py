@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from engine._cypher import cypher, rel_type as rel_type_slot, render
-from engine._cypher_builders import answer_statement
+from engine.retrieval.statements import answer_statement
 from engine._errors import ConfigError
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
@@ -213,7 +213,7 @@ def answer_params(sample: GTSample, seeds: Sequence[int] | None = None) -> dict[
 
 # -- the sampler --------------------------------------------------------------------------------------------
 class Synthesizer:
-    """Samples ground-truth records from the KG of ``graph`` (a :class:`engine.graph.GraphStore`)."""
+    """Samples ground-truth records from the KG of ``graph`` (a :class:`engine.stores.graph.GraphStore`)."""
 
     def __init__(self, graph: Any, *, seed: int = 0, settings: SynthSettings | None = None, llm: Any = None) -> None:
         self.graph = graph

@@ -1,6 +1,6 @@
 """The embedded local Neo4j server: Neo4j Community 5.26 from Maven Central, started as a detached process.
 
-With no ``NEO4J_URI`` the engine uses this server. The launcher (``engine/neo4j_local``: a pom and one Java
+With no ``NEO4J_URI`` the engine uses this server. The launcher (``engine/servers/neo4j_launcher``: a pom and one Java
 class) runs an embedded DBMS (``org.neo4j:neo4j`` + ``org.neo4j:neo4j-bolt``) with the Bolt connector on
 127.0.0.1 only and authentication off. ``LocalNeo4j`` builds it with Maven (once; cached by a hash of the pom and
 the Java source), spawns it in its own session so that it outlives the Python process, waits until Bolt answers,
@@ -44,7 +44,9 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+from engine._config import isorag_home
 from engine._errors import LocalServerError
+from engine.servers._process import port_open, say, tail
 
 __all__ = [
     "LocalNeo4j",
@@ -56,7 +58,7 @@ __all__ = [
     "cli_status",
 ]
 
-SOURCE_DIR = Path(__file__).resolve().parent / "neo4j_local"
+SOURCE_DIR = Path(__file__).resolve().parent / "neo4j_launcher"
 MAIN_CLASS = "isorag.Neo4jServer"
 DEFAULT_PORT = 7687
 HOST = "127.0.0.1"
@@ -90,12 +92,8 @@ JVM_FLAGS = [
 ]
 
 
-def _isorag_home() -> Path:
-    return Path(os.environ.get("ISORAG_HOME") or (Path.home() / ".isorag")).expanduser()
 
 
-def _say(msg: str) -> None:
-    print(f"isorag: {msg}", file=sys.stderr, flush=True)
 
 
 def _mem_bytes(size: str) -> int:
@@ -105,15 +103,6 @@ def _mem_bytes(size: str) -> int:
     return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ")
 
 
-def _tail(path: Path, lines: int = 40, start: int = 0) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(start)
-            data = f.read()
-    except OSError:
-        return f"(no log at {path})"
-    text = data.decode("utf-8", "replace").rstrip().splitlines()
-    return "\n".join(text[-lines:]) or "(empty log)"
 
 
 @contextlib.contextmanager
@@ -124,7 +113,7 @@ def _locked(path: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            _say(f"waiting for another process that holds the {what} lock ({path})")
+            say(f"waiting for another process that holds the {what} lock ({path})")
             fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -132,12 +121,6 @@ def _locked(path: Path, what: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _port_open(port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _port_owner(port: int) -> str:
@@ -216,7 +199,7 @@ def find_java() -> tuple[str, int]:
         raise LocalServerError(f"{cand} is Java {major}; Neo4j {NEO4J_VERSION} needs Java 17 or 21 "
                                "(set JAVA_HOME to a Java 17 installation)")
     if major > 21:
-        _say(f"warning: {cand} is Java {major}; Neo4j {NEO4J_VERSION} is supported on Java 17 and 21")
+        say(f"warning: {cand} is Java {major}; Neo4j {NEO4J_VERSION} is supported on Java 17 and 21")
     _java_cache[cand] = (cand, major)
     return cand, major
 
@@ -243,7 +226,7 @@ def source_hash() -> str:
 
 
 def build_root() -> Path:
-    return _isorag_home() / "neo4j" / "build"
+    return isorag_home() / "neo4j" / "build"
 
 
 # --------------------------------------------------------------------------------------------- the server
@@ -252,7 +235,7 @@ class LocalNeo4j:
 
     def __init__(self, home: Path | None = None, port: int | None = None, heap: str = "2g",
                  pagecache: str = "1g", tx_timeout: str = "10m") -> None:
-        self.home = Path(home).expanduser().resolve() if home else (_isorag_home() / "neo4j").resolve()
+        self.home = Path(home).expanduser().resolve() if home else (isorag_home() / "neo4j").resolve()
         self.port = int(port if port is not None else os.environ.get("ISORAG_NEO4J_PORT") or DEFAULT_PORT)
         self.heap = heap
         self.pagecache = pagecache
@@ -300,9 +283,9 @@ class LocalNeo4j:
             cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(tmp / "pom.xml"),
                    "dependency:copy-dependencies", "compile"]
             env = dict(os.environ, JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent))
-            _say(f"building the local Neo4j {NEO4J_VERSION} launcher in {out}")
-            _say(f"  $ {' '.join(cmd)}")
-            _say("  (the first build downloads about 130 MB from Maven Central into ~/.m2: 1-2 minutes)")
+            say(f"building the local Neo4j {NEO4J_VERSION} launcher in {out}")
+            say(f"  $ {' '.join(cmd)}")
+            say("  (the first build downloads about 130 MB from Maven Central into ~/.m2: 1-2 minutes)")
             t0 = time.monotonic()
             try:
                 res = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
@@ -316,13 +299,13 @@ class LocalNeo4j:
                 tail = "\n".join(output.splitlines()[-40:])
                 raise LocalServerError(f"Maven build of the local Neo4j failed (exit {res.returncode}):\n{tail}")
             if output:
-                _say(output)
+                say(output)
             jars = len(list((tmp / "target" / "lib").glob("*.jar")))
             (tmp / "BUILD_OK").write_text(json.dumps({"neo4j": NEO4J_VERSION, "jars": jars,
                                                       "seconds": round(time.monotonic() - t0, 1)}) + "\n")
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
-            _say(f"built in {time.monotonic() - t0:.1f} s ({jars} jars)")
+            say(f"built in {time.monotonic() - t0:.1f} s ({jars} jars)")
             self._prune_builds(keep=out)
             return out
 
@@ -397,14 +380,14 @@ class LocalNeo4j:
                     raise LocalServerError(
                         f"the local Neo4j in {self.home} is already running on port {running_port} (pid {pid}), "
                         f"not {self.port}: stop it first or use port {running_port}")
-                if _port_open(self.port) and _bolt_query_ok(self.uri):
+                if port_open(self.port) and _bolt_query_ok(self.uri):
                     return self.uri
-                _say(f"local Neo4j (pid {pid}) is running but Bolt does not answer yet; waiting")
+                say(f"local Neo4j (pid {pid}) is running but Bolt does not answer yet; waiting")
                 self._wait(pid, timeout, log_offset=0)
                 return self.uri
 
             self._clear_run_files()
-            if _port_open(self.port):
+            if port_open(self.port):
                 raise LocalServerError(
                     f"port {self.port} on {HOST} is already in use by another process ({_port_owner(self.port)}): "
                     f"it is not the local Neo4j of {self.home}. Set ISORAG_NEO4J_PORT to a free port, "
@@ -416,13 +399,13 @@ class LocalNeo4j:
             self._rotate_log()
             offset = self.log_path.stat().st_size if self.log_path.exists() else 0
             cmd = self._command(build_dir)
-            _say(f"starting the local Neo4j {NEO4J_VERSION} at {self.uri} (home {self.home}, heap {self.heap}, "
+            say(f"starting the local Neo4j {NEO4J_VERSION} at {self.uri} (home {self.home}, heap {self.heap}, "
                  f"page cache {self.pagecache}); log: {self.log_path}")
             t0 = time.monotonic()
             pid = self._spawn(cmd)
             self._pid_file.write_text(f"{pid}\n")
             self._wait(pid, timeout, log_offset=offset)
-            _say(f"local Neo4j is up at {self.uri} (pid {pid}) after {time.monotonic() - t0:.1f} s")
+            say(f"local Neo4j is up at {self.uri} (pid {pid}) after {time.monotonic() - t0:.1f} s")
             return self.uri
 
     def _spawn(self, cmd: list[str]) -> int:
@@ -445,15 +428,15 @@ class LocalNeo4j:
                 self._clear_run_files()
                 raise LocalServerError(
                     f"the local Neo4j (pid {pid}) exited while starting; last lines of {self.log_path}:\n"
-                    f"{_tail(self.log_path, 40, log_offset)}")
+                    f"{tail(self.log_path, 40, log_offset)}")
             info = self._ready_info()
-            if info.get("pid") == pid and self._is_ours(pid) and _port_open(self.port) and _bolt_query_ok(self.uri):
+            if info.get("pid") == pid and self._is_ours(pid) and port_open(self.port) and _bolt_query_ok(self.uri):
                 return
             if time.monotonic() > deadline:
                 raise LocalServerError(
                     f"the local Neo4j (pid {pid}) did not answer on {self.uri} within {timeout:.0f} s; it is still "
                     f"running (call start() again to keep waiting, or stop()); last lines of {self.log_path}:\n"
-                    f"{_tail(self.log_path, 40, log_offset)}")
+                    f"{tail(self.log_path, 40, log_offset)}")
             time.sleep(0.25)
 
     def _port_of(self, pid: int) -> int | None:
@@ -474,14 +457,14 @@ class LocalNeo4j:
             if pid is None:
                 self._clear_run_files()
                 return False
-            _say(f"stopping the local Neo4j (pid {pid}, {self.uri})")
+            say(f"stopping the local Neo4j (pid {pid}, {self.uri})")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while self._is_ours(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             if self._is_ours(pid):
-                _say(f"the local Neo4j (pid {pid}) did not stop within {timeout:.0f} s: SIGKILL")
+                say(f"the local Neo4j (pid {pid}) did not stop within {timeout:.0f} s: SIGKILL")
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 deadline = time.monotonic() + 15
@@ -548,12 +531,12 @@ class LocalNeo4j:
                 t.join(timeout=10)
         if proc.returncode != 0:
             raise LocalServerError(f"neo4j-admin database import failed (exit {proc.returncode}) in {self.home}; "
-                                   f"last lines of {log_path}:\n{_tail(log_path, 30)}")
+                                   f"last lines of {log_path}:\n{tail(log_path, 30)}")
 
     def status(self) -> dict:
         pid = self._find_pid()
         info = self._ready_info() if pid is not None else {}
-        bolt_ok = pid is not None and _port_open(self.port) and _bolt_query_ok(self.uri, timeout=5)
+        bolt_ok = pid is not None and port_open(self.port) and _bolt_query_ok(self.uri, timeout=5)
         return {
             "running": pid is not None,
             "pid": pid,

@@ -221,7 +221,7 @@ class VectorStore:
 
         kwargs: dict[str, Any] = {"uri": self.uri, "timeout": timeout}
         if not token and not self.lite:
-            from engine.local_milvus import local_token
+            from engine.servers.milvus import local_token
 
             token = local_token(self.uri)  # this machine's local server: its secret
         if token:

@@ -15,7 +15,7 @@ Security (README, "Security and data safety"). Milvus 2.3.5 cannot bind a listen
 (client gRPC, its internal components' gRPC, the metrics/``/healthz``/``/expr`` HTTP port) listens on all
 interfaces whatever ``*.ip`` says, and the internal ports and ``/expr`` answer without authentication. So
 
-* the server runs in a network namespace of its own (only ``lo``), and :mod:`engine._milvus_relay` relays its
+* the server runs in a network namespace of its own (only ``lo``), and :mod:`engine.servers.milvus_relay` relays its
   client port from ``127.0.0.1:<port>``, the one port the host sees. Where no namespace can be made the start
   fails, unless ``ISORAG_MILVUS_ISOLATION=none`` accepts the exposed ports;
 * authentication is on (``common.security.authorizationEnabled``) and the REST API off (pymilvus uses gRPC):
@@ -41,7 +41,7 @@ Layout of ``home`` (default ``$ISORAG_HOME/milvus``, ``ISORAG_HOME`` default ``~
     server.lock  server.json
     root-password                             root's password (mode 0600): token ``root:<password>``
 
-CLI: ``python -m engine.local_milvus start|stop|status|set-password`` (``isorag milvus ...`` wires the same
+CLI: ``python -m engine.servers.milvus start|stop|status|set-password`` (``isorag milvus ...`` wires the same
 functions; ``set-password`` is for a Milvus that isorag does not start, see :func:`cli_set_password`).
 """
 
@@ -68,7 +68,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine._errors import ConfigError, LocalServerError, StoreError, StoreUnavailableError
+from engine._config import isorag_home
 from engine._secrets import mask_uri, register
+from engine.servers._process import pid_alive, port_open, tail
 
 VERSION = "2.3.5"
 DEFAULT_PORT = 19530
@@ -76,7 +78,7 @@ SESSION_TTL = 10  # seconds; Milvus' 30 s default stalls the first search after 
 ROOT_USER = "root"
 DEFAULT_ROOT_PASSWORD = "Milvus"  # what every new Milvus data directory starts with
 SECRET_FILE = "root-password"
-_RELAY = Path(__file__).resolve().parent / "_milvus_relay.py"
+_RELAY = Path(__file__).resolve().parent / "milvus_relay.py"
 
 # Overrides applied on top of the package's template (dotted keys of milvus.yaml).
 _EXTRA_CONFIG: dict[str, Any] = {
@@ -126,8 +128,6 @@ _COMPONENTS = ("proxy_internal", "root_coord", "query_coord", "query_node", "ind
 _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 
 
-def isorag_home() -> Path:
-    return Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag").expanduser()
 
 
 def _isolation() -> str:
@@ -151,22 +151,6 @@ def _default_port() -> int:
 # --------------------------------------------------------------------------- process helpers
 
 
-def _pid_alive(pid: int | None) -> bool:
-    """True if ``pid`` is a live (non-zombie) process."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        state = stat.rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
 
 
 def _is_milvus_process(pid: int) -> bool:
@@ -174,7 +158,7 @@ def _is_milvus_process(pid: int) -> bool:
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return _pid_alive(pid)  # no /proc: trust the pid
+        return pid_alive(pid)  # no /proc: trust the pid
     return b"standalone" in cmd and any(a.endswith(b"milvus") for a in cmd)
 
 
@@ -219,24 +203,8 @@ def _port_free(port: int) -> bool:
         sock.close()
 
 
-def _port_open(port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 16384))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 # --------------------------------------------------------------------------- secret + authentication
@@ -594,18 +562,20 @@ class LocalMilvus:
         """Pid of the live server of this home, else None."""
         state = self._read_state()
         pid = state.get("pid")
-        if pid and _pid_alive(pid) and _is_milvus_process(pid) and self._lock_held():
+        if pid and pid_alive(pid) and _is_milvus_process(pid) and self._lock_held():
             return int(pid)
         return None
 
-    def log_tail(self, lines: int = 30) -> str:
+    def logtail(self, lines: int = 30) -> str:
         parts = []
         files = [self._logs / "milvus-stderr.log", self._logs / "milvus-stdout.log"]
         # Milvus' own log (log.level, warn by default): standalone-<n>.log, the newest one
         own = sorted(self._logs.glob("standalone*.log"), key=lambda p: p.stat().st_mtime)
         files += own[-1:]
         for path in files:
-            text = _tail(path, lines)
+            if not path.is_file() or path.stat().st_size == 0:
+                continue
+            text = tail(path, lines)
             if text.strip():
                 parts.append(f"--- {path} (last lines)\n{text}")
         return "\n".join(parts) or f"(no log output in {self._logs})"
@@ -613,13 +583,13 @@ class LocalMilvus:
     # readiness -------------------------------------------------------------
     def _client_ok(self, port: int, timeout: float = 3.0) -> bool:
         """True if a pymilvus client with this server's token can connect to ``port`` and list collections."""
-        if not _port_open(port, timeout=min(timeout, 0.5)):
+        if not port_open(port, timeout=min(timeout, 0.5)):
             return False
         return _probe(f"http://127.0.0.1:{port}", self.token, timeout) == "ok"
 
     def _ready_with_secret(self, port: int) -> bool:
         """True once the server answers with root's secret; applies the secret where it is not yet."""
-        if not _port_open(port, timeout=0.5):
+        if not port_open(port, timeout=0.5):
             return False
         uri = f"http://127.0.0.1:{port}"
         if not self._read_state().get("auth"):
@@ -660,8 +630,8 @@ class LocalMilvus:
     def _wait_ready(self, pid: int, port: int, metrics_port: int | None, deadline: float) -> None:
         self._not_ready = ""
         while True:
-            if not _pid_alive(pid):
-                relay = [ln for ln in _tail(self._logs / "milvus-stderr.log").splitlines()
+            if not pid_alive(pid):
+                relay = [ln for ln in tail(self._logs / "milvus-stderr.log").splitlines()
                          if ln.startswith("isorag-relay: cannot")]
                 if relay:
                     raise LocalServerError(
@@ -672,7 +642,7 @@ class LocalMilvus:
                     )
                 raise LocalServerError(
                     f"the local Milvus (pid {pid}, home {self.home}) exited during start-up\n"
-                    + self.log_tail()
+                    + self.logtail()
                 )
             if self._healthz(metrics_port) and self._ready_with_secret(port):
                 return
@@ -680,7 +650,7 @@ class LocalMilvus:
                 why = f" ({self._not_ready})" if self._not_ready else ""
                 raise LocalServerError(
                     f"the local Milvus (pid {pid}, home {self.home}) did not become ready on "
-                    f"127.0.0.1:{port} in time{why}\n" + self.log_tail()
+                    f"127.0.0.1:{port} in time{why}\n" + self.logtail()
                 )
             time.sleep(0.25)
 
@@ -846,7 +816,7 @@ class LocalMilvus:
             return True
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return True
             time.sleep(0.1)
         try:
@@ -855,7 +825,7 @@ class LocalMilvus:
             return True
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return True
             time.sleep(0.1)
         return False
@@ -994,7 +964,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     commands = {"start": cli_start, "stop": cli_stop, "status": cli_status, "set-password": cli_set_password}
     if len(args) != 1 or args[0] not in commands:
-        print("usage: python -m engine.local_milvus start|stop|status|set-password", file=sys.stderr)
+        print("usage: python -m engine.servers.milvus start|stop|status|set-password", file=sys.stderr)
         return 2
     try:
         commands[args[0]]()

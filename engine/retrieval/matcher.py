@@ -40,9 +40,9 @@ from typing import Any, Container, Iterator, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._cypher import cypher
-from engine._cypher_builders import expand_statement
+from engine.retrieval.statements import expand_statement
 from engine._errors import DeadlineExceeded, PatternError, StoreError
-from engine.pattern import Pattern
+from engine.retrieval.pattern import Pattern
 
 INF = math.inf
 #: an unknown node's domain is narrowed by its known neighbours only when each gives at most this many entities
@@ -235,7 +235,7 @@ class _HubSide:
 
 
 class Matcher:
-    """Best-first exact matcher over one KG (``graph`` is an :class:`engine.graph.GraphStore`)."""
+    """Best-first exact matcher over one KG (``graph`` is an :class:`engine.stores.graph.GraphStore`)."""
 
     def __init__(self, graph: Any, settings: MatchSettings | None = None) -> None:
         self.graph = graph
@@ -244,7 +244,7 @@ class Matcher:
     # -- Cypher ----------------------------------------------------------------------------------------
     def _expand_query(self, types: Sequence[str] | None, allowed: Container[str], forward: bool | None,
                       closes: bool, filter_nodes: bool, capped: bool, dense: int | None = None) -> str:
-        """One statement for a batch of states along one pattern edge (:func:`engine._cypher_builders.expand_statement`:
+        """One statement for a batch of states along one pattern edge (:func:`engine.retrieval.statements.expand_statement`:
         ``types`` checked against ``allowed``, the KG's catalog); every value is a parameter."""
         return expand_statement(types, allowed, forward, closes=closes, filter_nodes=filter_nodes,
                                 capped=capped, split=filter_nodes and dense is not None)

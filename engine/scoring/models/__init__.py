@@ -1,0 +1,1 @@
+"""The triple scorers' networks, one per file: DDE encoders, the query walk, DDE+MLP and QR-GAT."""
