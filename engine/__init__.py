@@ -30,7 +30,7 @@ from engine.answering import (
 )
 from engine.llm import LLM, LangChainLLM, LLMConfig, LLMStats, OpenAILLM, make_llm
 from engine.retrieval.pattern import Pattern
-from engine.retrieval.retriever import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple
+from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple
 
 __version__ = "0.1.0"
 

@@ -374,6 +374,6 @@ def check_environment() -> None:
     if raw and raw.strip().lower() not in _LOG_LEVELS:
         raise ConfigError(f"ISORAG_MILVUS_LOG_LEVEL={raw!r}: use one of {', '.join(_LOG_LEVELS)}")
     EngineConfig.from_env()
-    from engine.llm import LLMConfig
+    from engine.llm.config import LLMConfig
 
     LLMConfig.from_env()  # ISORAG_LLM_*, OPENAI_*

@@ -40,7 +40,7 @@ class Engine:
         self._graph: Any = None
         self._vectors: Any = None
         self._embedder: Any = embedder
-        self._matcher: Any = None
+        self._retriever: Any = None
         self._llm_arg: Any = llm
         self._llm: Any = None
         self._llm_ready = False
@@ -138,7 +138,7 @@ class Engine:
 
             loader = BulkLoader(self.graph, self.vectors, self.embedder, batch_size=batch_size, progress=progress)
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
-        self._matcher = None  # relation catalog changed
+        self._retriever = None  # relation catalog changed
         self._features = None
         self._kg_found = False
         return summary
@@ -150,7 +150,7 @@ class Engine:
 
         summary = embed_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
                                  progress=progress, batch_size=batch_size)
-        self._matcher = None
+        self._retriever = None
         self._kg_found = False
         return summary
 
@@ -187,7 +187,7 @@ class Engine:
             self.graph.drop()
             self.vectors.drop()
         self._vectors = None
-        self._matcher = None
+        self._retriever = None
         self._features = None
         self._kg_found = False
 
@@ -195,12 +195,12 @@ class Engine:
     @property
     def retriever(self) -> Any:
         with self._lock:
-            if self._matcher is None:
+            if self._retriever is None:
                 from engine.retrieval.retriever import Retriever
 
                 self.require_kg()
-                self._matcher = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
-            return self._matcher
+                self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
+            return self._retriever
 
     def retrieve(self, pattern: Any, k: int | None = None, **match: Any) -> Any:
         """Exact top-k subgraphs of the KG with the smallest graph semantic distance to ``pattern``.

@@ -409,7 +409,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def _print_unmatched(result: Any) -> list[str]:
     """Named pattern nodes that are no entity's name, first (the tables below hold stand-ins); the other warnings."""
-    from engine.retrieval.retriever import unmatched_warning
+    from engine.retrieval.results import unmatched_warning
 
     first = [unmatched_warning(text, closest) for text, closest in getattr(result, "unmatched", {}).items()]
     for w in first:
@@ -530,7 +530,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _read_questions(paths: Sequence[str], limit: int | None, relation_paths: Sequence[str] | None) -> list[Any]:
-    from engine.scoring.train import read_qa
+    from engine.scoring.qa import read_qa
 
     out = []
     for i, path in enumerate(paths):
@@ -568,7 +568,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
         res = eng.train_scorer(qa, model=args.model, out=args.out, dev=dev, hops=args.hops,
                                max_edges=args.max_edges, cache=args.cache, settings=settings, model_config=config,
-                               progress=not args.quiet)
+                               progress=not args.quiet, extra_stopwords=args.extra_stopwords)
     if args.json:
         _print_json(res.to_dict())
     else:
@@ -817,6 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", type=_device_type, default="auto", help="auto, cpu, cuda, cuda:N")
     s.add_argument("--set", action="append", type=_key_value_type, metavar="KEY=VALUE",
                    help="model hyperparameter, e.g. --set hidden=128 --set heads=4 (repeatable)")
+    s.add_argument("--extra-stopwords", nargs="+", type=_text_type, default=[], metavar="WORD",
+                   help="the KG's domain words that entity linking skips besides the generic English ones, kept in "
+                        "the checkpoint (MetaQA: movie movies film films)")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_train_scorer)

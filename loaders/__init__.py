@@ -1,4 +1,4 @@
-"""Source formats -> a stream of :class:`Triple` / :class:`EntityRecord` records.
+"""Source formats -> a stream of :class:`TripleRecord` / :class:`EntityRecord` records.
 
     >>> from loaders import open_source, SkipLog
     >>> skips = SkipLog()
@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator
 
 from engine._errors import ConfigError, InputError, MalformedInputError
 
-from ._model import EntityRecord, Record, Triple
+from ._model import EntityRecord, Record, TripleRecord
 from ._parsers import Reporter, open_binary, parse_delimited, parse_hrt, parse_jsonl, parse_tables
 from ._rdf import local_name, parse_nt, parse_ttl
 
@@ -245,7 +245,7 @@ class SkipLog:
 
 __all__ = [
     "FORMATS",
-    "Triple",
+    "TripleRecord",
     "EntityRecord",
     "Record",
     "SkipLog",

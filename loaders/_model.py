@@ -2,7 +2,7 @@
 
 A parser turns a source file into a stream of :data:`Record` values:
 
-* :class:`Triple` -- one KG edge.  ``head`` and ``tail`` are source *keys* (a name, an IRI, a node id or
+* :class:`TripleRecord` -- one KG edge.  ``head`` and ``tail`` are source *keys* (a name, an IRI, a node id or
   a literal's lexical form: literals are entities too); ``relation`` is the relation's original name
   (for RDF, the predicate's local name).  Direction is as in the source.
 * :class:`EntityRecord` -- optional extra information on an entity: a display name and/or types.
@@ -22,7 +22,7 @@ from typing import Union
 
 
 @dataclass(frozen=True, slots=True)
-class Triple:
+class TripleRecord:
     """One edge ``head -relation-> tail``; head and tail are source keys."""
 
     head: str
@@ -41,6 +41,6 @@ class EntityRecord:
     line: int
 
 
-Record = Union[Triple, EntityRecord]
+Record = Union[TripleRecord, EntityRecord]
 
-__all__ = ["Triple", "EntityRecord", "Record"]
+__all__ = ["TripleRecord", "EntityRecord", "Record"]

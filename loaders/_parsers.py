@@ -18,7 +18,7 @@ from typing import IO, Any, Callable, Collection, Iterable, Iterator
 
 from engine._errors import ConfigError, InputError, MalformedInputError
 
-from ._model import EntityRecord, Record, Triple
+from ._model import EntityRecord, Record, TripleRecord
 
 log = logging.getLogger("isorag.loaders")
 
@@ -162,7 +162,7 @@ def _hrt_records(
             continue
         if known is None and len(parts) == 3 and len(learned) < _LEARNED_RELATIONS_CAP:
             learned.add(r)
-        yield Triple(h, r, t, n)
+        yield TripleRecord(h, r, t, n)
 
 
 def _resplit(parts: list[str], delimiter: str, relations: Collection[str]) -> list[str] | None:
@@ -391,7 +391,7 @@ def _delimited_records(
             if bad:
                 rep.error(n, bad)
                 continue
-            yield Triple(h, r, t, n)
+            yield TripleRecord(h, r, t, n)
 
     if not header:
         yield from records([first])
@@ -437,7 +437,7 @@ def parse_jsonl(path: str | Path, rep: Reporter) -> Iterator[Record]:
         if bad:
             rep.error(n, bad)
             continue
-        yield Triple(vals["head"], vals["relation"], vals["tail"], n)  # type: ignore[arg-type]
+        yield TripleRecord(vals["head"], vals["relation"], vals["tail"], n)  # type: ignore[arg-type]
 
 
 # -------------------------------------------------------------------------------------------- tables
@@ -473,7 +473,7 @@ def parse_tables(
     ``nodes.csv``: columns ``id``, ``name`` and optionally ``type`` or ``types`` (several types separated by
     ``;``); ``edges.csv``: columns ``source``, ``relation``, ``target`` (node ids).  ``path`` is a directory
     holding both (or ``nodes=`` / ``edges=`` give the files).  Yields an EntityRecord per node first, then a
-    Triple per edge.  The set of node ids is kept in memory (one string per node) to check that every edge's
+    TripleRecord per edge.  The set of node ids is kept in memory (one string per node) to check that every edge's
     source and target is a node: an edge with an unknown end, a duplicate node id or an empty id, name or
     relation is a malformed line.
     """
@@ -543,7 +543,7 @@ def _tables_records(
             if unknown:
                 edge_rep.error(n, "unknown node id: " + ", ".join(unknown))
                 continue
-            yield Triple(h, r, t, n)
+            yield TripleRecord(h, r, t, n)
     finally:
         rep.skipped += node_rep.skipped + edge_rep.skipped
         node_rep.skipped = edge_rep.skipped = 0

@@ -9,7 +9,7 @@ Mapping to records, for both:
   whose language is in ``label_langs`` (default English: ``en``, ``en-GB``...); other languages are dropped
   silently;
 * ``rdf:type`` -> ``EntityRecord(key, types=(local name of the class,))``;
-* any other predicate -> ``Triple(subject, local name of the predicate, object)``, where the local name is
+* any other predicate -> ``TripleRecord(subject, local name of the predicate, object)``, where the local name is
   what follows the last ``#`` or ``/`` (the whole IRI if that is empty).  Predicates of different namespaces
   with the same local name therefore share a relation name.
 """
@@ -22,7 +22,7 @@ from typing import Any, Collection, Iterator
 
 from engine._errors import ConfigError
 
-from ._model import EntityRecord, Record, Triple
+from ._model import EntityRecord, Record, TripleRecord
 from ._parsers import Reporter, _decode_reason, iter_lines, open_binary
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
@@ -79,7 +79,7 @@ class _Mapper:
             return None
         if p in self.type_p:
             return EntityRecord(s, None, (o if o_is_literal else local_name(o),), line)
-        return Triple(s, local_name(p), o, line)
+        return TripleRecord(s, local_name(p), o, line)
 
 
 def _options(

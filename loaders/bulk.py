@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from engine._errors import ConfigError, InputError, MalformedInputError
 from engine.stores.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
-from loaders._model import EntityRecord, Triple
+from loaders._model import EntityRecord, TripleRecord
 
 _IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//|[^\s])\S*$")
 
@@ -251,7 +251,7 @@ class BulkLoader:
         if len(which) > self.remember_limit:
             which.clear()
 
-    def _write_nodes(self, batch: Sequence[Triple | EntityRecord], summary: LoadSummary
+    def _write_nodes(self, batch: Sequence[TripleRecord | EntityRecord], summary: LoadSummary
                      ) -> tuple[dict[str, Any], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
         """Entities, type links and relation catalog of a batch; returns (embedding info, (triples to MERGE,
         triples to CREATE)).
@@ -277,7 +277,7 @@ class BulkLoader:
         types: dict[str, list[int]] = {}
         rel_names: set[str] = set()
         for rec in batch:
-            if isinstance(rec, Triple):
+            if isinstance(rec, TripleRecord):
                 ends = []
                 for key in (rec.head, rec.tail):
                     eid = eid_of.get(key)
@@ -339,14 +339,14 @@ class BulkLoader:
         embed_batch(self.vectors, self.embedder, self.kg, info, summary, bar, self.embed_batch_size)
 
     # -- driver --------------------------------------------------------------------------------------
-    def load_records(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary,
+    def load_records(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary,
                      total_lines: int | None = None) -> LoadSummary:
         """Load ``records`` into the KG, holding its writer lease (one writer per KG: a second one fails at once
         with :class:`~engine._errors.KGLockedError` naming this one)."""
         with self.graph.lock(f"load {summary.path or 'records'}"):
             return self._load_records(records, summary, total_lines)
 
-    def _load_records(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary,
+    def _load_records(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary,
                       total_lines: int | None) -> LoadSummary:
         from tqdm import tqdm
 
@@ -378,7 +378,7 @@ class BulkLoader:
                     if stop.is_set():
                         return
                     summary.records += len(batch)
-                    summary.triples += sum(1 for r in batch if isinstance(r, Triple))
+                    summary.triples += sum(1 for r in batch if isinstance(r, TripleRecord))
                     info, groups = self._write_nodes(batch, summary)
                     if pending is not None:
                         pending.result()

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from engine._errors import MalformedInputError, OfflineImportError
 from engine.stores.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
-from loaders._model import EntityRecord, Triple
+from loaders._model import EntityRecord, TripleRecord
 from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch, peek_records
 
 #: array delimiter of the entity ``types`` column (a control character no type name holds)
@@ -109,7 +109,7 @@ class OfflineLoader:
         return {"path": str(path.resolve()), "size": st.st_size, "mtime": st.st_mtime, "format": fmt}
 
     # -- parse ---------------------------------------------------------------------------------------
-    def _parse(self, records: Iterable[Triple | EntityRecord], summary: LoadSummary, skips: _Skips,
+    def _parse(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary, skips: _Skips,
                strict: bool, total: int | None) -> dict[str, Any]:
         """Stream the records into the CSV files; returns the counts for the state file."""
         from tqdm import tqdm
@@ -131,7 +131,7 @@ class OfflineLoader:
                 if n % 10_000 == 0:
                     bar.update(10_000)
                 summary.records += 1
-                if isinstance(rec, Triple):
+                if isinstance(rec, TripleRecord):
                     if any("\n" in s or "\r" in s for s in (rec.head, rec.tail, rec.relation)):
                         err = MalformedInputError(summary.path, rec.line, "a line break inside a key or a relation "
                                                   "name (not supported by the offline import)")

@@ -57,8 +57,9 @@ from engine.answering.verification import judge_claim
 from engine.llm import LLM, NO_LLM_HELP, LLMStats
 from engine.retrieval.pattern import Pattern
 from engine.answering.prompting import parse_verdict, pattern_exchange, render_answer_prompt, render_verify_prompt
-from engine.retrieval.retriever import RetrievalResult, Subgraph, as_pattern
-from engine.answering.verbalize import verbalize_subgraphs
+from engine.retrieval.results import RetrievalResult, Subgraph
+from engine.retrieval.retriever import as_pattern
+from engine.retrieval.verbalize import verbalize_subgraphs
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.retrieval.retriever import Retriever

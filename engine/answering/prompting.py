@@ -30,7 +30,7 @@ from typing import Any
 from engine._errors import ConfigError, PatternError, PatternParseError
 from engine.llm import LLM
 from engine.retrieval.pattern import Pattern
-from engine.answering.verbalize import verbalize_subgraphs
+from engine.retrieval.verbalize import verbalize_subgraphs
 
 __all__ = [
     "DEFAULT_FEWSHOT_KG",
@@ -253,7 +253,7 @@ def render_answer_prompt(
     query: str, evidence: Any, examples: Sequence[Mapping[str, Any]] | str | os.PathLike[str] | None
 ) -> str:
     """SimGRAG's verbalized-subgraph answer prompt (Table 18). ``evidence`` is the verbalized text
-    (:func:`engine.answering.verbalize.verbalize_subgraphs`) or the graphs themselves (a list of triple lists, or
+    (:func:`engine.retrieval.verbalize.verbalize_subgraphs`) or the graphs themselves (a list of triple lists, or
     ``{"graph [1]": [...], ...}``)."""
     return _render_with_evidence("answer", "answer", query, evidence, examples)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.retrieval.pattern import Pattern
-from engine.retrieval.retriever import AnswerEntity, RetrievalResult, Subgraph, unmatched_dict
+from engine.retrieval.results import AnswerEntity, RetrievalResult, Subgraph, unmatched_dict
 
 __all__ = [
     "LABELS",

@@ -28,7 +28,7 @@ from engine._config import MatchSettings, VerifySettings
 from engine._errors import PatternError
 from engine.answering.results import NOT_ENOUGH_INFO, REFUTED, SUPPORTED
 from engine.retrieval.pattern import Pattern, unknown_number
-from engine.retrieval.retriever import RetrievalResult
+from engine.retrieval.results import RetrievalResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.retrieval.retriever import Retriever

@@ -77,7 +77,7 @@ class IsoragRetriever(BaseRetriever):
         return await agenerate_pattern(llm, query, self.engine.fewshot("pattern"))
 
     def _documents(self, res: Any, pattern_text: str | None) -> list[Document]:
-        from engine.answering.verbalize import verbalize_triple
+        from engine.retrieval.verbalize import verbalize_triple
 
         docs = []
         pattern = res.pattern.to_json()

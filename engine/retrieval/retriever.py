@@ -6,13 +6,13 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
 from engine.retrieval.pattern import Pattern
+from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
 
 #: at most this many entities are taken from the top-k(t) types of a typed unknown node
 TYPE_CANDIDATE_LIMIT = 100_000
@@ -29,92 +29,6 @@ UNMATCHED_CLOSEST = 3
 def normalize_name(text: str) -> str:
     """The form in which a pattern text and an entity name are compared: NFKC, case-folded, whitespace collapsed."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def unmatched_warning(text: str, closest: Sequence[tuple[str, float]]) -> str:
-    near = ", ".join(f"{name!r} ({d:.3f})" for name, d in closest) or "none"
-    return f"no KG entity is named {text!r}: the match used the nearest entities instead (closest: {near})"
-
-
-@dataclass(frozen=True)
-class Entity:
-    eid: int
-    name: str
-    key: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"eid": self.eid, "name": self.name, "key": self.key}
-
-
-@dataclass(frozen=True)
-class Triple:
-    """A KG triple in its source direction, with names for reading and ids for joining."""
-
-    head: Entity
-    relation: str
-    tail: Entity
-    pattern_edge: int
-
-    def as_tuple(self) -> tuple[str, str, str]:
-        return (self.head.name, self.relation, self.tail.name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"head": self.head.name, "relation": self.relation, "tail": self.tail.name,
-                "head_eid": self.head.eid, "tail_eid": self.tail.eid, "pattern_edge": self.pattern_edge}
-
-
-@dataclass
-class Subgraph:
-    gsd: float
-    mapping: dict[str, Entity]
-    triples: list[Triple]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gsd": self.gsd, "mapping": {k: v.to_dict() for k, v in self.mapping.items()},
-                "triples": [t.to_dict() for t in self.triples]}
-
-
-@dataclass
-class AnswerEntity:
-    entity: Entity
-    gsd: float
-    node: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.entity.to_dict(), "gsd": self.gsd, "node": self.node}
-
-
-@dataclass
-class RetrievalResult:
-    pattern: Pattern
-    subgraphs: list[Subgraph]
-    answers: list[AnswerEntity]
-    #: per unknown pattern node: entities bound to it, best GSD first
-    bindings: dict[str, list[AnswerEntity]]
-    timings: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
-    exact: bool = True
-    stats: dict[str, Any] = field(default_factory=dict)
-    #: per named pattern node text that is no KG entity's name (see :func:`normalize_name`; only the
-    #: NAME_CHECK_CANDIDATES nearest candidates are looked at): the closest names with their distances
-    unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pattern": self.pattern.to_json(),
-            "subgraphs": [s.to_dict() for s in self.subgraphs],
-            "answers": [a.to_dict() for a in self.answers],
-            "bindings": {k: [a.to_dict() for a in v] for k, v in self.bindings.items()},
-            "timings": self.timings,
-            "warnings": self.warnings,
-            "exact": self.exact,
-            "stats": self.stats,
-            "unmatched": unmatched_dict(self.unmatched),
-        }
-
-
-def unmatched_dict(unmatched: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, list[dict[str, Any]]]:
-    return {text: [{"name": name, "distance": d} for name, d in closest] for text, closest in unmatched.items()}
 
 
 def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[str]]) -> Pattern:

@@ -5,7 +5,12 @@ A checkpoint is a ``torch.save`` of plain data (loaded back with ``weights_only=
     {"format": "isorag-scorer/1", "model_class": "DDEMLP" | "QRGAT", "config": {...constructor args...},
      "state_dict": {...}, "kg": "metaqa", "embedding_model": "all-MiniLM-L6-v2", "embedding_slug": "...",
      "emb_dim": 384, "relation_types": [...], "relation_fingerprint": "...", "hops": 3, "max_edges": 10000,
-     "info": {...training figures...}}
+     "extra_stopwords": ["movie", ...], "info": {...training figures...}}
+
+``extra_stopwords`` are the KG's domain words that entity linking skips besides the engine's generic ones
+(:mod:`engine.scoring.service`). A file written before they were a setting has no such key: it gets
+:data:`LEGACY_EXTRA_STOPWORDS`, the words the engine's own list held then, so it links as it did. Model classes
+are recorded by name, never pickled, so moving a class between modules does not affect the files.
 
 Loading checks it against the engine: another KG or another embedding model (its vectors would mean something
 else) is a :class:`~engine._errors.CheckpointError` saying what differs and how to proceed.
@@ -17,16 +22,19 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from engine._errors import CheckpointError, ConfigError
 
-__all__ = ["FORMAT", "MODELS", "ScorerCheckpoint", "check_model_config", "make_model", "relation_fingerprint",
+__all__ = ["FORMAT", "MODELS", "LEGACY_EXTRA_STOPWORDS", "ScorerCheckpoint", "check_model_config", "make_model", "relation_fingerprint",
            "save_checkpoint", "load_checkpoint"]
 
 FORMAT = "isorag-scorer/1"
 #: CLI names of the models -> class names
 MODELS = {"dde_mlp": "DDEMLP", "qrgat": "QRGAT"}
+#: the extra stopwords of a checkpoint written before they were recorded: the domain words (MetaQA's) that the
+#: engine's stopword list held until then, which such a checkpoint was always used with
+LEGACY_EXTRA_STOPWORDS = ("film", "films", "movie", "movies")
 
 
 def relation_fingerprint(relation_types: Sequence[str]) -> str:
@@ -108,14 +116,20 @@ class ScorerCheckpoint:
     max_edges: int
     info: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    #: the KG's domain words that entity linking skips besides the engine's stopwords (lower case)
+    extra_stopwords: list[str] = field(default_factory=list)
 
 
 def save_checkpoint(path: str | Path, model: Any, *, kg: str, embedding_model: str, embedding_slug: str,
                     relation_types: Sequence[str], hops: int, max_edges: int,
-                    info: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` and its provenance to ``path`` (atomically: a temporary file, then a rename)."""
+                    info: dict[str, Any] | None = None, extra_stopwords: Iterable[str] = ()) -> Path:
+    """Write ``model`` and its provenance to ``path`` (atomically: a temporary file, then a rename).
+    ``extra_stopwords``: the KG's domain words for entity linking (module docstring)."""
     import torch
 
+    words = None if isinstance(extra_stopwords, str) else list(extra_stopwords)
+    if words is None or not all(isinstance(w, str) for w in words):
+        raise ConfigError(f"extra_stopwords must be a list of words, got {extra_stopwords!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     config = model.config
@@ -132,6 +146,7 @@ def save_checkpoint(path: str | Path, model: Any, *, kg: str, embedding_model: s
         "relation_fingerprint": relation_fingerprint(relation_types),
         "hops": int(hops),
         "max_edges": int(max_edges),
+        "extra_stopwords": sorted({w.lower() for w in words}),
         "info": {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **(info or {})},
     }
     tmp = path.with_name(path.name + ".tmp")
@@ -195,4 +210,5 @@ def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: 
     return ScorerCheckpoint(model, payload["model_class"], dict(payload["config"]), payload["kg"],
                             payload["embedding_model"], payload["embedding_slug"], int(payload["emb_dim"]),
                             list(payload["relation_types"]), payload["relation_fingerprint"], int(payload["hops"]),
-                            int(payload["max_edges"]), dict(payload.get("info") or {}), str(path))
+                            int(payload["max_edges"]), dict(payload.get("info") or {}), str(path),
+                            list(payload.get("extra_stopwords", LEGACY_EXTRA_STOPWORDS)))

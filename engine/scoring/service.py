@@ -6,6 +6,18 @@ entities of the matched subgraphs) or, when there are none, the entities linked 
 Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
 clamped to ``[k_min, k_max]`` and returns a :class:`ScoringResult`: the triples with their confidences, the
 answer candidates extracted from them (:mod:`engine.scoring.extract`), the neighbourhood report and timings.
+
+Stopwords serve entity linking alone (:func:`question_ngrams`: an n-gram made only of stopwords, or starting or
+ending with one, is not a mention); training, question masking and answer extraction do not read them. The
+engine's list, :data:`STOPWORDS`, holds generic English function words only, whatever the KG. A KG's domain
+words (MetaQA's "movie", "film": every question names them, no entity is one) are a setting of the checkpoint:
+``save_checkpoint(..., extra_stopwords=[...])`` / ``train_scorer(..., extra_stopwords=[...])`` record them, since
+a checkpoint belongs to one KG and travels with it, and the service adds them to :data:`STOPWORDS`;
+``ScoringService(..., extra_stopwords=...)`` replaces the checkpoint's for one service. The MetaQA benchmark
+(``benchmarks/scorer.py``) records MetaQA's words in the checkpoints it writes, and a checkpoint from before the
+setting gets them too (:data:`~engine.scoring.checkpoint.LEGACY_EXTRA_STOPWORDS`: they were in this list then),
+so the engine links on MetaQA as it did. The benchmark's own figures never read stopwords (it scores the
+questions' bracketed topic entities, without linking).
 """
 
 from __future__ import annotations
@@ -15,21 +27,23 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 import numpy as np
 
 from engine.scoring.neighbourhood import NeighbourhoodReport, fetch_neighbourhood
 
-__all__ = ["LinkedEntity", "ScoredTriple", "ScoredAnswer", "ScoringResult", "ScoringService", "question_ngrams"]
+__all__ = ["LinkedEntity", "ScoredTriple", "ScoredAnswer", "ScoringResult", "ScoringService", "question_ngrams",
+           "STOPWORDS"]
 
 _WORD = re.compile(r"[\w][\w'’.&:-]*")
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
-#: n-grams made only of these are not entity mentions
+#: the engine's stopwords for entity linking: generic English words, for any KG (a KG's own words are added
+#: per checkpoint, see the module docstring). N-grams made only of these are not entity mentions.
 STOPWORDS = frozenset("""
 a an the of in on at to for from by with and or as is are was were be been being do does did which who whom whose
 what when where why how that this these those it its their his her him he she they them me my your our i you we
-movie movies film films also share shared same other than about into over under after before one ones there
+also share shared same other than about into over under after before one ones there
 """.split())
 
 
@@ -48,7 +62,7 @@ class LinkedEntity:
 
 @dataclass(frozen=True)
 class ScoredTriple:
-    head: Any  # engine.retrieval.retriever.Entity
+    head: Any  # engine.retrieval.results.Entity
     relation: str
     tail: Any
     score: float
@@ -87,7 +101,7 @@ class ScoringResult:
 
     def evidence(self, precision: int | None = 4) -> str:
         """QSRAG's lines ``("h", "r", "t") [confidence: s]``, best first."""
-        from engine.answering.verbalize import verbalize_scored
+        from engine.retrieval.verbalize import verbalize_scored
 
         return verbalize_scored([(*t.as_tuple(), t.score) for t in self.triples], precision=precision)
 
@@ -98,16 +112,17 @@ class ScoringResult:
                 "timings": dict(self.timings), "warnings": list(self.warnings)}
 
 
-def question_ngrams(question: str, max_n: int = 5) -> list[str]:
-    """The question's word n-grams (1..max_n) that are not made only of stopwords, longest first."""
+def question_ngrams(question: str, max_n: int = 5, stopwords: Collection[str] = STOPWORDS) -> list[str]:
+    """The question's word n-grams (1..max_n) that are not made only of ``stopwords`` (lower case), longest
+    first."""
     words = _WORD.findall(question)
     out: dict[str, None] = {}
     for n in range(min(max_n, len(words)), 0, -1):
         for i in range(len(words) - n + 1):
             gram = words[i:i + n]
-            if all(w.lower() in STOPWORDS for w in gram):
+            if all(w.lower() in stopwords for w in gram):
                 continue
-            if gram[0].lower() in STOPWORDS or gram[-1].lower() in STOPWORDS:
+            if gram[0].lower() in stopwords or gram[-1].lower() in stopwords:
                 continue  # "the Heat", "Heat in": the inner n-gram is also tried
             text = " ".join(gram)
             if len(text) >= 2:
@@ -116,14 +131,23 @@ def question_ngrams(question: str, max_n: int = 5) -> list[str]:
 
 
 class ScoringService:
-    """A loaded scorer checkpoint working on one engine's stores."""
+    """A loaded scorer checkpoint working on one engine's stores.
 
-    def __init__(self, engine: Any, checkpoint: Any, table_capacity: int | None = None) -> None:
+    ``extra_stopwords``: words of the KG's domain that entity linking skips besides :data:`STOPWORDS`; None: the
+    checkpoint's (:attr:`~engine.scoring.checkpoint.ScorerCheckpoint.extra_stopwords`). The words linking
+    skips are :attr:`stopwords`.
+    """
+
+    def __init__(self, engine: Any, checkpoint: Any, table_capacity: int | None = None, *,
+                 extra_stopwords: Iterable[str] | None = None) -> None:
         from engine.scoring.features import DEFAULT_CACHE_ENTITIES
 
         self.engine = engine
         self.checkpoint = checkpoint
         self.model = checkpoint.model
+        if extra_stopwords is None:
+            extra_stopwords = getattr(checkpoint, "extra_stopwords", ())
+        self.stopwords: frozenset[str] = STOPWORDS | {w.lower() for w in extra_stopwords}
         self._lock = threading.Lock()
         # entity text terms of the model's first layer (question-independent), projected once per entity as
         # the benchmark's and the trainer's evaluation do: eid -> row of _terms
@@ -171,7 +195,8 @@ class ScoringService:
         ``max_anchors``."""
         s = self.settings
         brackets = [b.strip() for b in _BRACKET.findall(question) if b.strip()]
-        for mentions in ([brackets] if brackets else []) + [question_ngrams(question, s.link_max_ngram)]:
+        ngrams = question_ngrams(question, s.link_max_ngram, self.stopwords)
+        for mentions in ([brackets] if brackets else []) + [ngrams]:
             found = self._link_mentions(mentions, s.link_threshold, s.max_anchors)
             if found:
                 return found
@@ -212,7 +237,7 @@ class ScoringService:
         """Score the neighbourhood of ``anchors`` (eids; None: linked from ``question``) for ``question``."""
         import torch
 
-        from engine.retrieval.retriever import Entity
+        from engine.retrieval.results import Entity
         from engine.scoring.extract import answer_candidates
         from engine.scoring.select import adaptive_top_p, top_k
 

@@ -29,7 +29,7 @@ from engine import (
     TokenEvent,
     Verdict,
 )
-from loaders._model import Triple
+from loaders._model import TripleRecord
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import shared_kg
@@ -58,7 +58,7 @@ Q_ANSWER = "According to graph [1], the director is Michael Mann."
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """A small movie KG, loaded once for the module; yields a factory of engines on it."""
-    records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
+    records = [TripleRecord(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
     yield from shared_kg("ask", records, neo4j_uri, milvus_uri, embedder)
 
 

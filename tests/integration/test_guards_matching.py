@@ -13,7 +13,7 @@ from engine._config import MatchSettings
 from engine.retrieval.matcher import Candidates, Matcher, SearchStats, make_plan
 from engine.retrieval.oracle import oracle_matches
 from engine.retrieval.pattern import Pattern
-from loaders._model import Triple
+from loaders._model import TripleRecord
 
 from helpers.kg import unique_kg
 
@@ -23,20 +23,20 @@ def _records(kg: str) -> list[Any]:
 
     recs: list[Any] = []
     # conjunction: Film 25..29 starred Ann Lee and were directed by Bo Chan
-    recs += [Triple(f"Film {i}", "starred_actors", "Ann Lee", i) for i in range(30)]
-    recs += [Triple(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
+    recs += [TripleRecord(f"Film {i}", "starred_actors", "Ann Lee", i) for i in range(30)]
+    recs += [TripleRecord(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
     # disconnected patterns
-    recs += [Triple("Ada", "knows", "Bob", 200), Triple("Ada", "knows", "Dee", 201), Triple("Cy", "knows", "Bob", 202),
-             Triple("Bob", "knows", "Eve", 203)]
+    recs += [TripleRecord("Ada", "knows", "Bob", 200), TripleRecord("Ada", "knows", "Dee", 201), TripleRecord("Cy", "knows", "Bob", 202),
+             TripleRecord("Bob", "knows", "Eve", 203)]
     # self-loop: Solo likes Solo; Fan likes Solo; Solo likes two others whose ids sort before Solo's (so that
     # the direction, not the id, must put the self-loop first)
     solo = entity_id(kg, "Solo")
     others = list(itertools.islice((f"Other {i}" for i in range(10**6) if entity_id(kg, f"Other {i}") < solo), 2))
-    recs += [Triple("Solo", "likes", "Solo", 300), Triple("Fan", "likes", "Solo", 301)]
-    recs += [Triple("Solo", "likes", o, 302 + j) for j, o in enumerate(others)]
+    recs += [TripleRecord("Solo", "likes", "Solo", 300), TripleRecord("Fan", "likes", "Solo", 301)]
+    recs += [TripleRecord("Solo", "likes", o, 302 + j) for j, o in enumerate(others)]
     # two pairs, each joined both ways (a 2-cycle), for hand-set candidate distances
-    recs += [Triple("Pair A1", "pairs", "Pair B1", 400), Triple("Pair B1", "pairs", "Pair A1", 401),
-             Triple("Pair A2", "pairs", "Pair B2", 402), Triple("Pair B2", "pairs", "Pair A2", 403)]
+    recs += [TripleRecord("Pair A1", "pairs", "Pair B1", 400), TripleRecord("Pair B1", "pairs", "Pair A1", 401),
+             TripleRecord("Pair A2", "pairs", "Pair B2", 402), TripleRecord("Pair B2", "pairs", "Pair A2", 403)]
     return recs
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from engine._config import MatchSettings
 from engine.retrieval.pattern import Pattern
-from loaders._model import EntityRecord, Triple
+from loaders._model import EntityRecord, TripleRecord
 
 from helpers.kg import shared_kg
 
@@ -25,14 +25,14 @@ RELS = ["directed_by", "written_by", "starred_actors", "release_year", "in_langu
 def _records() -> list[Any]:
     recs: list[Any] = []
     for i, film in enumerate(FILMS):
-        recs.append(Triple(film, "directed_by", "Michael Mann", 10 * i))
-        recs.append(Triple(film, RELS[1 + i % (len(RELS) - 1)], f"Person {i}", 10 * i + 1))
+        recs.append(TripleRecord(film, "directed_by", "Michael Mann", 10 * i))
+        recs.append(TripleRecord(film, RELS[1 + i % (len(RELS) - 1)], f"Person {i}", 10 * i + 1))
     # a hub for the degree cap: exactly five neighbours, each through an unknown relation
-    recs += [Triple("Hub Studio", RELS[j], f"Spoke {j}", 100 + j) for j in range(5)]
+    recs += [TripleRecord("Hub Studio", RELS[j], f"Spoke {j}", 100 + j) for j in range(5)]
     # ... and each spoke exactly three (the hub and two leaves)
-    recs += [Triple(f"Spoke {j}", "has_tags", f"Leaf {j}{c}", 110 + 2 * j + i) for j in range(5) for i, c in enumerate("ab")]
+    recs += [TripleRecord(f"Spoke {j}", "has_tags", f"Leaf {j}{c}", 110 + 2 * j + i) for j in range(5) for i, c in enumerate("ab")]
     # the answer rule (homomorphic matching): Ann's child's parent is Ann again, or Bo
-    recs += [Triple("Ann Lee", "children", "Cal Lee", 200), Triple("Bo Lee", "children", "Cal Lee", 201)]
+    recs += [TripleRecord("Ann Lee", "children", "Cal Lee", 200), TripleRecord("Bo Lee", "children", "Cal Lee", 201)]
     # entity types: films, persons, one city
     recs += [EntityRecord(f, None, ("film",), 300 + i) for i, f in enumerate(FILMS)]
     recs += [EntityRecord(p, None, ("person",), 320 + i) for i, p in enumerate(PERSONS)]
@@ -89,7 +89,7 @@ def test_candidate_distances_are_euclidean_between_the_embeddings(kg: Callable[.
     got = np.array([node[e] for e in node])
     assert np.allclose(got, want, atol=2e-4), (names, got, want)
     # the nearest entities, nearest first: the six closest names of the KG
-    all_names = sorted({n for r in _records() for n in ((r.head, r.tail) if isinstance(r, Triple) else (r.key,))})
+    all_names = sorted({n for r in _records() for n in ((r.head, r.tail) if isinstance(r, TripleRecord) else (r.key,))})
     dist_all = np.linalg.norm(embedder.encode(all_names) - q[None, :], axis=1)
     assert sorted(names) == sorted(all_names[i] for i in np.argsort(dist_all)[:6])
     assert (got > 0.05).all()  # none is a copy of the query: a wrong distance formula shows

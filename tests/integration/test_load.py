@@ -32,7 +32,7 @@ def test_load_counts_and_idempotence(engine: Any, tmp_path: Path) -> None:
     assert s2.embedded_entities == 0 and s2.embedded_relations == 0
     check_stats(engine, want)
     # stored with the relation name, typed relationships, direction as in the source
-    rows = engine.stores.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg, isorag_name: 'Movie 3'})-[r]->(t) "
+    rows = engine.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg, isorag_name: 'Movie 3'})-[r]->(t) "
                              "RETURN type(r) AS type, r.isorag_name AS name, t.isorag_name AS tail "
                              "ORDER BY type, tail", kg=engine.kg)
     assert {"type": "directed_by", "name": "directed_by", "tail": "Director 3"} in rows
@@ -54,7 +54,7 @@ def test_created_heads_and_repeated_triples(engine: Any, tmp_path: Path) -> None
     s2 = engine.load(p2, progress=False, batch_size=2)
     assert s2.relationships_created == len(set(second) - set(first)) and s2.entities_created == 2
     check_stats(engine, expected_counts(first + second))
-    rows = engine.stores.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t) RETURN h.isorag_key AS h, "
+    rows = engine.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t) RETURN h.isorag_key AS h, "
                              "type(r) AS type, r.isorag_name AS name, t.isorag_key AS t", kg=engine.kg)
     assert sorted((r["h"], r["name"], r["t"]) for r in rows) == sorted(set(first + second))
     assert all(r["type"] == r["name"] for r in rows)
@@ -152,7 +152,7 @@ def test_malformed_lines_are_counted_and_strict_stops(engine: Any, tmp_path: Pat
 
 def test_existing_graph_is_adopted_in_place(engine: Any) -> None:
     label = f"Person_{engine.kg}"
-    engine.stores.graph.write(
+    engine.graph.write(
         f"CREATE (a:`{label}` {{pid: 1, fullname: 'Grace Hopper'}}), (b:`{label}` {{pid: 2, fullname: 'Navy'}}), "
         f"(c:`{label}` {{pid: 3, fullname: 'COBOL'}}), (a)-[:SERVED_IN]->(b), (a)-[:CREATED]->(c)")
     try:
@@ -165,7 +165,7 @@ def test_existing_graph_is_adopted_in_place(engine: Any) -> None:
         again = engine.load_existing(label, "pid", "fullname", progress=False)
         assert again.entities_created == 0 and again.embedded_entities == 0
     finally:
-        engine.stores.graph.write(f"MATCH (n:`{label}`) DETACH DELETE n")
+        engine.graph.write(f"MATCH (n:`{label}`) DETACH DELETE n")
 
 
 def test_dead_server_names_the_uri() -> None:

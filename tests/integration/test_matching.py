@@ -15,7 +15,7 @@ from engine._errors import PatternError
 from engine.retrieval.matcher import Matcher
 from engine.retrieval.oracle import oracle_matches
 from engine.retrieval.pattern import Pattern
-from loaders._model import EntityRecord, Triple
+from loaders._model import EntityRecord, TripleRecord
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import unique_kg
@@ -34,7 +34,7 @@ def random_kg(seed: int, n: int = 24, m: int = 70) -> list[Any]:
         h, t = rng.randrange(n), rng.randrange(n)
         if rng.random() < 0.05:
             t = h
-        recs.append(Triple(f"e{h}", rng.choice(RELS), f"e{t}", j))
+        recs.append(TripleRecord(f"e{h}", rng.choice(RELS), f"e{t}", j))
     return recs
 
 
@@ -172,7 +172,7 @@ def test_no_match_and_refused_all_unknown(kg_engine: Any) -> None:
 def test_injective_vs_homomorphic(make_engine: Any) -> None:
     """Two pattern nodes that can only map to one entity: no injective match, one homomorphic match."""
     eng = make_engine()
-    recs = [Triple("Solo", "knows", "Solo", 1), Triple("Other", "likes", "Third", 2)]
+    recs = [TripleRecord("Solo", "knows", "Solo", 1), TripleRecord("Other", "likes", "Third", 2)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     pat = {"triples": [["Solo", "knows", "UNKNOWN person 1"]]}
     inj = eng.retrieve(pat, k_node=1, k_rel=1)
@@ -185,8 +185,8 @@ def test_edge_injective_lets_an_answer_repeat_an_intermediate_node(make_engine: 
     """MetaQA's reading of "who directed the films written by the writer of X": the director may be the writer
     himself (another relationship leads to him), the other film may not be X (that would reuse X's edge)."""
     eng = make_engine()
-    recs = [Triple("Tokyo Story", "written_by", "Ozu", 1), Triple("Late Spring", "written_by", "Ozu", 2),
-            Triple("Late Spring", "directed_by", "Ozu", 3), Triple("Tokyo Story", "directed_by", "Ozu", 4)]
+    recs = [TripleRecord("Tokyo Story", "written_by", "Ozu", 1), TripleRecord("Late Spring", "written_by", "Ozu", 2),
+            TripleRecord("Late Spring", "directed_by", "Ozu", 3), TripleRecord("Tokyo Story", "directed_by", "Ozu", 4)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     pat = {"triples": [["Tokyo Story", "written_by", "UNKNOWN person 1"], ["UNKNOWN movie 2", "written_by", "UNKNOWN person 1"],
                        ["UNKNOWN movie 2", "directed_by", "UNKNOWN person 3"]]}
@@ -203,8 +203,8 @@ def test_direction_breaks_ties(make_engine: Any) -> None:
     """One entity that is a film and an actor ("Jesse James"): undirected matching prefers the pattern's
     direction among subgraphs of equal GSD; directed matching keeps only it."""
     eng = make_engine()
-    recs = [Triple("Jesse James", "starred_actors", f"Actor {i}", i) for i in range(4)]
-    recs.append(Triple("The Last Ride", "starred_actors", "Jesse James", 9))
+    recs = [TripleRecord("Jesse James", "starred_actors", f"Actor {i}", i) for i in range(4)]
+    recs.append(TripleRecord("The Last Ride", "starred_actors", "Jesse James", 9))
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     pat = {"triples": [["UNKNOWN movie 1", "starred_actors", "Jesse James"]]}
     und = eng.retrieve(pat, k=2, k_node=1, k_rel=1)
@@ -218,7 +218,7 @@ def test_direction_breaks_ties(make_engine: Any) -> None:
 def test_same_name_entities_both_found(make_engine: Any) -> None:
     eng = make_engine()
     recs = [EntityRecord("m1", "Heat", (), 1), EntityRecord("m2", "Heat", (), 2),
-            Triple("m1", "directed_by", "Michael Mann", 3), Triple("m2", "directed_by", "Dean Jones", 4)]
+            TripleRecord("m1", "directed_by", "Michael Mann", 3), TripleRecord("m2", "directed_by", "Dean Jones", 4)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     res = eng.retrieve({"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}, k=2)
     assert sorted(a.entity.name for a in res.answers) == ["Dean Jones", "Michael Mann"]
@@ -238,8 +238,8 @@ def test_deadline_is_reported(kg_engine: Any) -> None:
 def test_conjunction_narrows_the_unknown_and_stays_exact(make_engine: Any) -> None:
     """An unknown joined to two named entities is searched only among the entities adjacent to both."""
     eng = make_engine()
-    recs = [Triple(f"Film {i}", "starred_actors", "Ann Lee", i) for i in range(30)]
-    recs += [Triple(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
+    recs = [TripleRecord(f"Film {i}", "starred_actors", "Ann Lee", i) for i in range(30)]
+    recs += [TripleRecord(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     pat = {"triples": [["UNKNOWN movie 1", "starred_actors", "Ann Lee"], ["UNKNOWN movie 1", "directed_by", "Bo Chan"]]}
     on = eng.retrieve(pat, k=5, k_node=1, k_rel=1)
@@ -257,9 +257,9 @@ def test_hub_sources_are_reached_from_the_candidates_side(make_engine: Any, monk
     import engine.retrieval.matcher as matching
 
     eng = make_engine()
-    recs = [Triple("Big Studio", "produced", f"Film {i}", i) for i in range(60)]
-    recs += [Triple(f"Film {i}", "starred_actors", f"Actor {i % 7}", 100 + i) for i in range(60)]
-    recs += [Triple("Small Studio", "produced", "Film 3", 200)]
+    recs = [TripleRecord("Big Studio", "produced", f"Film {i}", i) for i in range(60)]
+    recs += [TripleRecord(f"Film {i}", "starred_actors", f"Actor {i % 7}", 100 + i) for i in range(60)]
+    recs += [TripleRecord("Small Studio", "produced", "Film 3", 200)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     # the hub is the root (listed first; one candidate each), Film 3 the filtered destination
     for pat, k_node in (({"triples": [["Big Studio", "produced", "Film 3"]]}, 1),

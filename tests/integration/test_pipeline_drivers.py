@@ -26,7 +26,7 @@ from engine import (
     TokenEvent,
     Verdict,
 )
-from loaders._model import Triple
+from loaders._model import TripleRecord
 
 MOVIES = [
     ("Heat", "directed_by", "Michael Mann"),
@@ -56,7 +56,7 @@ C_VERDICT = "As graph [1] says so, the answer is True."
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """The movie KG, loaded once for the module; yields a factory of engines on it."""
-    records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
+    records = [TripleRecord(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
     yield from shared_kg("drivers", records, neo4j_uri, milvus_uri, embedder)
 
 

@@ -162,13 +162,13 @@ def test_api_reads_of_a_missing_kg_create_nothing(stores: Any, tmp_path: Path) -
 def test_a_kg_in_neo4j_only(stores: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                             milvus_uri: str) -> None:
     """Loaded into Neo4j, never embedded: stats disagrees and says why; reads that need vectors refuse."""
-    from loaders._model import Triple
+    from loaders._model import TripleRecord
     from loaders.bulk import BulkLoader, LoadSummary
 
     kg = missing_kg()
     eng = stores.engine(kg)
     try:
-        records = [Triple(*t, i) for i, t in enumerate(TRIPLES, 1)]
+        records = [TripleRecord(*t, i) for i, t in enumerate(TRIPLES, 1)]
         BulkLoader(eng.graph, None, None, progress=False).load_records(records, LoadSummary())
         before = stores.snapshot(kg)
         assert before["collections"] == [] and before["nodes"] > 0
@@ -212,7 +212,7 @@ def test_a_kg_in_milvus_only(stores: Any, embedder: Any, capsys: pytest.CaptureF
 def test_a_loaded_kg_still_reads(stores: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """The check passes for a KG in both stores, and a load after a failed read finds it (the check is not
     cached as a failure)."""
-    from loaders._model import Triple
+    from loaders._model import TripleRecord
     from loaders.bulk import BulkLoader, LoadSummary
 
     kg = missing_kg()
@@ -221,7 +221,7 @@ def test_a_loaded_kg_still_reads(stores: Any, capsys: pytest.CaptureFixture[str]
         with pytest.raises(KGNotFoundError):
             eng.retrieve(PATTERN)
         BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(
-            [Triple(*t, i) for i, t in enumerate(TRIPLES, 1)], LoadSummary())
+            [TripleRecord(*t, i) for i, t in enumerate(TRIPLES, 1)], LoadSummary())
         assert eng.retrieve(PATTERN).answers[0].entity.name == "Michael Mann"
         rc, out, err = run(["stats", "--kg", kg], capsys)
         assert rc == 0 and "stores agree" in out and not err

@@ -18,8 +18,11 @@ from engine.stores.graph import entity_id
 from engine.scoring import fetch_neighbourhood
 from engine.scoring.checkpoint import load_checkpoint, make_model, relation_fingerprint, save_checkpoint
 from engine.scoring.extract import answer_candidates
-from engine.scoring.train import QARecord, TrainSettings, dev_recall, prepare, read_qa, seed_everything, train_model
-from loaders._model import EntityRecord, Triple
+from engine.scoring.evaluate import dev_recall
+from engine.scoring.prepared import prepare
+from engine.scoring.qa import QARecord, read_qa
+from engine.scoring.train import TrainSettings, seed_everything, train_model
+from loaders._model import EntityRecord, TripleRecord
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import shared_kg
@@ -69,7 +72,7 @@ def questions() -> list[QARecord]:
 @pytest.fixture(scope="module")
 def kg(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     """The movie KG loaded once for the module; yields a factory of engines on it."""
-    records: list[Any] = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(TRIPLES, start=1)]
+    records: list[Any] = [TripleRecord(h, r, t, i) for i, (h, r, t) in enumerate(TRIPLES, start=1)]
     records.append(EntityRecord("Film 01", None, ("movie",), len(records) + 1))  # an ISORAG_IS_A link to a type node
     yield from shared_kg("score", records, neo4j_uri, milvus_uri, embedder)
 
@@ -280,7 +283,7 @@ def test_checkpoint_round_trip_and_refusals(kg: Callable[..., Engine], checkpoin
         with pytest.raises(KGNotFoundError):
             other.scorer
         BulkLoader(other.graph, other.vectors, other.embedder, progress=False).load_records(
-            [Triple("Heat", "directed_by", "Michael Mann", 1)], LoadSummary())
+            [TripleRecord("Heat", "directed_by", "Michael Mann", 1)], LoadSummary())
         with pytest.raises(CheckpointError, match="trained on KG"):
             other.scorer
     finally:
@@ -292,7 +295,7 @@ def test_service_scores_as_the_benchmark_does(kg: Callable[..., Engine], checkpo
     """Engine.ask's scorer (features from the engine's stores, entity terms from its projected table) gives a
     checkpoint the same scores as the trainer's evaluation (prepared features, the benchmark's path)."""
     from engine.scoring.select import adaptive_top_p
-    from engine.scoring.train import score_examples
+    from engine.scoring.evaluate import score_examples
 
     eng = kg(scorer=str(checkpoint))
     _, data, _ = prepared

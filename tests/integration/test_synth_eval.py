@@ -49,11 +49,11 @@ def brute_answers(sample_rec: dict, triples: list[tuple[str, str, str]]) -> set[
 
 @pytest.fixture
 def small_kg(make_engine):
-    from loaders._model import Triple
+    from loaders._model import TripleRecord
     from loaders.bulk import BulkLoader, LoadSummary
 
     eng = make_engine(llm=False)
-    records = [Triple(h, r, t, i + 1) for i, (h, r, t) in enumerate(TRIPLES)]
+    records = [TripleRecord(h, r, t, i + 1) for i, (h, r, t) in enumerate(TRIPLES)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(records, LoadSummary(kg=eng.kg))
     return eng
 

@@ -17,7 +17,7 @@ import pytest
 
 from engine import Engine, EngineConfig, MilvusSettings, Neo4jSettings
 from engine.jobs import format_summary, run_verify_job, shard_of
-from loaders._model import Triple
+from loaders._model import TripleRecord
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers import ROOT
@@ -40,7 +40,7 @@ def normalized(path: Path) -> dict[str, dict[str, Any]]:
 def kg_engine(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Any:
     cfg = EngineConfig(kg=unique_kg("jobs"), neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri))
     eng = Engine(cfg, llm=False, embedder=embedder)
-    records = [Triple(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
+    records = [TripleRecord(h, r, t, i) for i, (h, r, t) in enumerate(MOVIES, start=1)]
     BulkLoader(eng.graph, eng.vectors, embedder, progress=False).load_records(records, LoadSummary())
     yield eng
     eng.drop()

@@ -8,15 +8,11 @@ import numpy as np
 import pytest
 
 from engine._errors import ConfigError
-from engine.embeddings import (
-    AUTO_CPU_BACKEND,
-    OnnxEmbedder,
-    _batches,
-    _cuda_available,
-    _ensure_build,
-    _resolve_source,
-    load_embedder,
-)
+from engine.embeddings import AUTO_CPU_BACKEND, OnnxEmbedder, load_embedder
+from engine.embeddings.embedders import _batches
+from engine.embeddings.loading import _cuda_available
+from engine.embeddings.onnx_build import _ensure_build
+from engine.embeddings.sources import _resolve_source
 
 # Short KB-style names (titles, people, years, tags, relations), like MetaQA's entities.
 NAMES = [

@@ -13,8 +13,9 @@ from engine._errors import PatternParseError
 from engine.answering import NOT_ENOUGH_INFO, REFUTED, SUPPORTED, Verdict
 from engine.jobs import FAILED, ClaimRow, run_verify_job, summarize
 from engine.jobs import _record as job_record
-from engine.retrieval.pattern import _MAX_TEXT, Pattern, PatternNode, is_unknown_text
-from engine.answering.verbalize import verbalize_scored, verbalize_subgraphs, verbalize_triple
+from engine.retrieval.pattern import Pattern, PatternNode, is_unknown_text
+from engine.retrieval.pattern_text import _MAX_TEXT
+from engine.retrieval.verbalize import verbalize_scored, verbalize_subgraphs, verbalize_triple
 
 
 # ---------------------------------------------------------------------------------------------------------

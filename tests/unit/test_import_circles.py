@@ -102,3 +102,51 @@ def test_no_import_circle(package: str) -> None:
     mods = _modules(package)
     assert len(mods) > 3
     assert _circles(_imports(mods, package)) == []
+
+
+# The layers, lowest first: a module imports only from its own layer or a lower one (imports inside functions
+# and under TYPE_CHECKING included). Each entry names packages or modules; the longest name that is a prefix of
+# a module decides its layer ("engine" alone is the package's own __init__).
+LAYERS: list[tuple[str, ...]] = [
+    ("engine._errors", "engine._secrets"),  # the error tree, secret masking
+    ("engine._config", "engine.llm.config", "engine._cypher"),  # settings, statements from cypher/
+    ("engine.servers",),  # the local Neo4j and Milvus
+    ("engine.stores",),  # the graph and vector stores
+    ("engine.embeddings", "loaders"),  # text -> vectors; source files -> records and bulk loads
+    ("engine.llm",),  # LLM clients
+    ("engine.retrieval",),  # pattern -> top-k subgraphs
+    ("engine.scoring",),  # GNN triple scorers
+    ("engine.answering",),  # the answering pipeline and its drivers
+    ("engine.evaluation",),  # synth ground truth, metrics
+    ("engine.integrations",),  # LangChain
+    ("engine", "engine._engine", "engine.jobs", "engine.cli"),  # the Engine facade, batch jobs, the command
+]
+
+
+def _layer(module: str) -> int:
+    best, rank = "", -1
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            hit = module == name if name == "engine" else module == name or module.startswith(name + ".")
+            if hit and len(name) > len(best):
+                best, rank = name, i
+    return rank
+
+
+def test_every_module_has_a_layer() -> None:
+    mods = {**_modules("engine"), **_modules("loaders")}
+    assert [m for m in sorted(mods) if _layer(m) < 0] == []
+
+
+def test_the_layer_rule_sees_an_upward_import() -> None:
+    assert _layer("engine.stores.graph") < _layer("engine.retrieval.matcher") < _layer("engine.cli")
+    assert _layer("engine.llm.config") < _layer("engine.servers.neo4j") < _layer("engine.llm.base")
+    assert _layer("engine") == _layer("engine._engine")
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    mods = {**_modules("engine"), **_modules("loaders")}
+    graph = _imports(mods, "")
+    upward = sorted(f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})"
+                    for m, targets in graph.items() for t in targets if _layer(t) > _layer(m))
+    assert upward == []

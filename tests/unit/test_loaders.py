@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine._errors import ConfigError, InputError, MalformedInputError
-from loaders import FORMATS, EntityRecord, SkipLog, Triple, detect_format, local_name, open_source
+from loaders import FORMATS, EntityRecord, SkipLog, TripleRecord, detect_format, local_name, open_source
 
 from helpers import ROOT
 
@@ -36,7 +36,7 @@ def parse(path: Path, fmt: str | None = None, **options: object) -> tuple[list, 
 
 
 def triples(records: list) -> list[tuple[str, str, str, int]]:
-    return [(r.head, r.relation, r.tail, r.line) for r in records if isinstance(r, Triple)]
+    return [(r.head, r.relation, r.tail, r.line) for r in records if isinstance(r, TripleRecord)]
 
 
 def skipped_lines(skips: SkipLog) -> list[int]:
@@ -76,7 +76,7 @@ def test_hrt_malformed_lines_non_strict(tmp_path: Path) -> None:
 def test_hrt_strict_raises_at_first_error(tmp_path: Path) -> None:
     p = write(tmp_path, "kb.txt", "a|r|b\n\nx|y\nalso|bad\n")
     it = open_source(p, strict=True)
-    assert next(it) == Triple("a", "r", "b", 1)
+    assert next(it) == TripleRecord("a", "r", "b", 1)
     with pytest.raises(MalformedInputError) as exc:
         next(it)
     assert exc.value.line == 3 and exc.value.path == str(p)
@@ -125,7 +125,7 @@ def test_hrt_real_metaqa_first_1000_lines(tmp_path: Path) -> None:
     assert detect_format(p) == "hrt"
     recs = list(open_source(p, strict=True))
     assert len(recs) == 1000
-    assert all(isinstance(r, Triple) for r in recs)
+    assert all(isinstance(r, TripleRecord) for r in recs)
     assert [r.line for r in recs] == list(range(1, 1001))
     first = head.decode("utf-8").splitlines()[0].split("|")
     assert (recs[0].head, recs[0].relation, recs[0].tail) == tuple(first)
@@ -234,10 +234,10 @@ def test_nt_records_and_errors(tmp_path: Path) -> None:
     assert recs == [
         EntityRecord("http://ex.org/Alice", None, ("Person",), 2),
         EntityRecord("http://ex.org/Alice", "Alice", (), 4),
-        Triple("http://ex.org/Alice", "born", "1940-11-27", 6),
-        Triple("_:data.nt:b1", "knows", "http://ex.org/Bob", 7),
+        TripleRecord("http://ex.org/Alice", "born", "1940-11-27", 6),
+        TripleRecord("_:data.nt:b1", "knows", "http://ex.org/Bob", 7),
         EntityRecord("http://ex.org/Bob", "Bob", (), 8),
-        Triple("http://ex.org/Bob", "say", 'say "hi" é', 9),
+        TripleRecord("http://ex.org/Bob", "say", 'say "hi" é', 9),
     ]
     assert skipped_lines(skips) == [10, 11, 12, 13, 14]
     assert set(skips.by_reason) == {"N-Triples syntax error", "empty literal"}
@@ -279,11 +279,11 @@ def test_ttl_records(tmp_path: Path) -> None:
     assert recs == [
         EntityRecord("http://ex.org/Alice", None, ("Person",), 5),
         EntityRecord("http://ex.org/Alice", "Alice", (), 6),
-        Triple("http://ex.org/Alice", "born", "1940-11-27", 7),
-        Triple("_:data.ttl:b1", "name", "Bob", 8),
-        Triple("http://ex.org/Alice", "knows", "_:data.ttl:b1", 8),
-        Triple("http://ex.org/Alice", "knows", "_:data.ttl:b2", 8),
-        Triple("_:data.ttl:b2", "age", "42", 9),
+        TripleRecord("http://ex.org/Alice", "born", "1940-11-27", 7),
+        TripleRecord("_:data.ttl:b1", "name", "Bob", 8),
+        TripleRecord("http://ex.org/Alice", "knows", "_:data.ttl:b1", 8),
+        TripleRecord("http://ex.org/Alice", "knows", "_:data.ttl:b2", 8),
+        TripleRecord("_:data.ttl:b2", "age", "42", 9),
     ]
     assert recs == list(open_source(p))  # blank node keys are deterministic
 
@@ -357,8 +357,8 @@ def test_tables(tmp_path: Path) -> None:
     assert recs == [
         EntityRecord("p1", "Ada Lovelace", ("Person", "Scientist"), 2),
         EntityRecord("c1", "Analytical Engines, Ltd", (), 3),
-        Triple("p1", "works_for", "c1", 2),
-        Triple("c1", "founded_by", "p1", 5),
+        TripleRecord("p1", "works_for", "c1", 2),
+        TripleRecord("c1", "founded_by", "p1", 5),
     ]
     errs = [(Path(e.path).name, e.line, e.reason.split(":")[0]) for e in skips.errors]
     assert errs == [("nodes.csv", 4, "duplicate node id"), ("nodes.csv", 5, "empty field"),
@@ -373,7 +373,7 @@ def test_tables_explicit_paths_and_type_column(tmp_path: Path) -> None:
     e = write(tmp_path, "rels.csv", "source,relation,target\n1,knows,2\n")
     recs = list(open_source(None, "tables", nodes=n, edges=e, strict=True))
     assert recs == [EntityRecord("1", "Ann", ("Person",), 2), EntityRecord("2", "Bob", ("Person",), 3),
-                    Triple("1", "knows", "2", 2)]
+                    TripleRecord("1", "knows", "2", 2)]
     recs2 = list(open_source(None, nodes=n, edges=e, strict=True))
     assert recs2 == recs
 

@@ -33,7 +33,8 @@ def test_readme_has_the_main_examples_unskipped() -> None:
 
 
 def test_unmatched_warning_text() -> None:
-    from engine.retrieval.retriever import normalize_name, unmatched_warning
+    from engine.retrieval.results import unmatched_warning
+    from engine.retrieval.retriever import normalize_name
 
     assert unmatched_warning("X", [("Y", 1.0304), ("Z", 1.1)]) == (
         "no KG entity is named 'X': the match used the nearest entities instead (closest: 'Y' (1.030), 'Z' (1.100))")

@@ -13,6 +13,7 @@ import torch
 import engine.scoring as scoring
 from engine import ConfigError, InputError
 from engine.scoring.checkpoint import make_model
+from engine.scoring.models.dde import log_scale
 from engine.scoring.train import DEFAULT_MODEL_CONFIG
 from engine.scoring import (
     DDE,
@@ -313,7 +314,8 @@ def test_sampled_negatives_are_stratified_and_weighted():
     import numpy as np
 
     from engine.scoring.neighbourhood import Neighbourhood
-    from engine.scoring.train import PreparedSet, near_negatives, sample_edges
+    from engine.scoring.prepared import PreparedSet
+    from engine.scoring.train import near_negatives, sample_edges
 
     # a path 0 -> 1 -> 2 (the positives), 5 triples touching node 1 or 2, 20 elsewhere
     heads = np.array([0, 1] + [1, 2, 7, 8, 2] + [10 + i for i in range(20)])
@@ -556,7 +558,7 @@ def test_query_gated_dde_equals_dde_with_open_gates_and_learns_gates():
     topic_col = plain[:, 0::2]
     expect = torch.stack([topic_col[:, 0], topic_col[:, 2], topic_col[:, 1], topic_col[:, 4], topic_col[:, 5],
                           topic_col[:, 3]], dim=1)
-    assert torch.allclose(out, scoring.dde.log_scale(expect), atol=1e-5)
+    assert torch.allclose(out, log_scale(expect), atol=1e-5)
     # the gates get gradients from the features they scale
     with torch.no_grad():
         gated.gate_bias.fill_(0.0)
@@ -616,7 +618,7 @@ def test_query_walk_hand_computed_example():
                                     [0, 0, 0],   # F0 -> L0: only by coming back to the topic
                                     [0, 0, 1],   # F1 -> L1
                                     [0, 0, 0], [0, 0, 0], [0, 0, 0]]
-    assert torch.allclose(edge[:, 3], scoring.dde.log_scale(edge[:, :3].amax(1)))
+    assert torch.allclose(edge[:, 3], log_scale(edge[:, :3].amax(1)))
     # a gate of 0.5 on the last round halves what that round reaches (max-product, no division by degrees)
     half = forced_walk([[(1, 0), (0, 1), (0, 0)], [(0, 0), (0, 0), (0.5, 0)], [(0, 0), (0, 0), (0, 0)]], [0, 0, 0])
     assert half(g)[2].tolist() == [0, 0, 0, 0, 0, 0.5, 0, 0]

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 import engine._config as config_mod
-import engine.llm as llm_mod
+import engine.llm.base as llm_base_mod
+import engine.llm.config as llm_config_mod
 from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
 from engine._errors import ConfigError, IsoragError, LLMError, StoreUnavailableError
 from engine._secrets import mask_uri, scrub
@@ -36,7 +37,7 @@ URI_FIELD = re.compile(r"(uri|url)$", re.I)
 def _settings_classes() -> list[type]:
     """Every dataclass of the configuration modules."""
     out = []
-    for mod in (config_mod, llm_mod):
+    for mod in (config_mod, llm_config_mod, llm_base_mod):
         for _, cls in inspect.getmembers(mod, inspect.isclass):
             if dataclasses.is_dataclass(cls) and cls.__module__ == mod.__name__:
                 out.append(cls)

@@ -1,4 +1,4 @@
-"""Tests for engine.answering.verbalize."""
+"""Tests for engine.retrieval.verbalize."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.answering.verbalize import verbalize_scored, verbalize_subgraphs, verbalize_triple
+from engine.retrieval.verbalize import verbalize_scored, verbalize_subgraphs, verbalize_triple
 
 
 def test_verbalize_triple():

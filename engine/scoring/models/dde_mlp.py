@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.scoring.models.dde import DDE, QueryGatedDDE, log_scale
-from engine.scoring.question_graph import BatchedGraphs, QuestionGraph, TripleScorer
 from engine.scoring.models.query_walk import QueryWalk
+from engine.scoring.models.triple_scorer import TripleScorer
+from engine.scoring.question_graph import BatchedGraphs, QuestionGraph
 
 __all__ = ["DDEMLP"]
 
