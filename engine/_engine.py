@@ -233,7 +233,8 @@ class Engine:
                 ckpt = load_checkpoint(self.config.scorer, kg=self.kg, embedding_slug=emb.slug, emb_dim=emb.dim,
                                        relation_types=sorted(self.graph.relation_types()),
                                        device=resolve_device(self.config.device))
-                self._scorer = ScoringService(self, ckpt)
+                self._scorer = ScoringService(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
+                                              features=self._scorer_features(), settings=self.config.scoring)
             return self._scorer
 
     @scorer.setter
@@ -253,13 +254,16 @@ class Engine:
     def scorer_features(self) -> Any:
         """Entity / relation vectors for the scorers, cached per engine (:class:`~engine.scoring.features.FeatureStore`)."""
         with self._lock:
-            if self._features is None:
-                from engine.scoring.features import FeatureStore
+            return self._scorer_features()
 
-                self.require_kg()
-                self._features = FeatureStore(self.vectors, self.graph, self.embedder.dim,
-                                              capacity=self.config.scoring.cache_entities)
-            return self._features
+    def _scorer_features(self) -> Any:  # under self._lock
+        if self._features is None:
+            from engine.scoring.features import FeatureStore
+
+            self.require_kg()
+            self._features = FeatureStore(self.vectors, self.graph, self.embedder.dim,
+                                          capacity=self.config.scoring.cache_entities)
+        return self._features
 
     def link_entities(self, query: str) -> list[Any]:
         """Entities of the KG named in ``query`` (n-gram vector search; needs a scorer checkpoint)."""

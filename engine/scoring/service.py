@@ -1,6 +1,6 @@
 """The trained scorer inside the engine: neighbourhood -> scores -> evidence (and, alone, an answer).
 
-:class:`ScoringService` belongs to an :class:`~engine.Engine` with a scorer checkpoint. Given anchors (the
+:class:`ScoringService` works on a scorer checkpoint and the stores it was given. Given anchors (the
 entities of the matched subgraphs) or, when there are none, the entities linked from the question
 (:meth:`ScoringService.link`: n-gram vector search over entity names), it fetches their neighbourhood from
 Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
@@ -131,18 +131,22 @@ def question_ngrams(question: str, max_n: int = 5, stopwords: Collection[str] = 
 
 
 class ScoringService:
-    """A loaded scorer checkpoint working on one engine's stores.
+    """A loaded scorer checkpoint working on a KG's components, given one by one (it never sees the Engine):
+    ``graph`` (:class:`~engine.stores.graph.GraphStore`), ``vectors`` (:class:`~engine.stores.vectors.VectorStore`),
+    ``embedder``, ``features`` (:class:`~engine.scoring.features.FeatureStore`) and ``settings``
+    (:class:`~engine._config.ScoringSettings`).
 
     ``extra_stopwords``: words of the KG's domain that entity linking skips besides :data:`STOPWORDS`; None: the
     checkpoint's (:attr:`~engine.scoring.checkpoint.ScorerCheckpoint.extra_stopwords`). The words linking
     skips are :attr:`stopwords`.
     """
 
-    def __init__(self, engine: Any, checkpoint: Any, table_capacity: int | None = None, *,
-                 extra_stopwords: Iterable[str] | None = None) -> None:
+    def __init__(self, checkpoint: Any, *, graph: Any, vectors: Any, embedder: Any, features: Any, settings: Any,
+                 table_capacity: int | None = None, extra_stopwords: Iterable[str] | None = None) -> None:
         from engine.scoring.features import DEFAULT_CACHE_ENTITIES
 
-        self.engine = engine
+        self.graph, self.vectors, self.embedder, self.features = graph, vectors, embedder, features
+        self.settings = settings
         self.checkpoint = checkpoint
         self.model = checkpoint.model
         if extra_stopwords is None:
@@ -183,10 +187,6 @@ class ScoringService:
         rows = self._term_rows
         return torch.as_tensor([rows.get(e, 0) for e in eids.tolist()], dtype=torch.long)
 
-    @property
-    def settings(self) -> Any:
-        return self.engine.config.scoring
-
     # -- entity linking ------------------------------------------------------------------------------------
     def link(self, question: str) -> list[LinkedEntity]:
         """Anchors for a question without a matched pattern: bracketed mentions (``[Heat]``) when they link,
@@ -205,8 +205,8 @@ class ScoringService:
     def _link_mentions(self, mentions: list[str], threshold: float, max_anchors: int) -> list[LinkedEntity]:
         if not mentions:
             return []
-        vecs = self.engine.embedder.encode(mentions)
-        hits = self.engine.vectors.search("entities", vecs, 4)
+        vecs = self.embedder.encode(mentions)
+        hits = self.vectors.search("entities", vecs, 4)
         ranked = []
         for order, (m, row) in enumerate(zip(mentions, hits)):
             if not row:
@@ -228,7 +228,7 @@ class ScoringService:
             used_words.append(words)
             if len(chosen) >= max_anchors:
                 break
-        names = self.engine.graph.entities([c[1] for c in chosen]) if chosen else {}
+        names = self.graph.entities([c[1] for c in chosen]) if chosen else {}
         return [LinkedEntity(m, eid, (names.get(eid) or {}).get("name") or str(eid), float(d)) for m, eid, d in chosen]
 
     # -- scoring -------------------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ class ScoringService:
         hops = hops if hops is not None else (s.hops if s.hops is not None else self.checkpoint.hops)
         max_edges = max_edges if max_edges is not None else (s.max_edges or self.checkpoint.max_edges)
         t1 = time.perf_counter()
-        nb = fetch_neighbourhood(self.engine.graph, list(anchors), hops, max_edges)
+        nb = fetch_neighbourhood(self.graph, list(anchors), hops, max_edges)
         timings["fetch"] = _ms(t1)
         if nb.report.warning():
             warnings.append(nb.report.warning())  # type: ignore[arg-type]
@@ -271,13 +271,13 @@ class ScoringService:
             # the linked n-grams, and the anchors' names where the question spells them
             from engine.scoring.models.query_walk import mask_mentions
 
-            anchor_rows = self.engine.graph.entities([int(e) for e in nb.nodes[nb.anchors].tolist()])
+            anchor_rows = self.graph.entities([int(e) for e in nb.nodes[nb.anchors].tolist()])
             mentions = [x.mention for x in linked] + [r.get("name") or "" for r in anchor_rows.values()]
             texts.append(mask_mentions(question, mentions))
-        vecs = self.engine.embedder.encode(texts) if texts else None  # one call for both
+        vecs = self.embedder.encode(texts) if texts else None  # one call for both
         if q_emb is None:
             q_emb = vecs[0]  # type: ignore[index]
-        graph = self.engine.scorer_features.question_graph(nb, q_emb)
+        graph = self.features.question_graph(nb, q_emb)
         if has_walk:
             graph.q_walk = torch.as_tensor(np.asarray(vecs[-1], dtype=np.float32))  # type: ignore[index]
         timings["features"] = _ms(t2)
@@ -302,13 +302,13 @@ class ScoringService:
                                   prior=walk_end)[: s.max_answers]
         need = set(nb.nodes[nb.heads[sel]].tolist()) | set(nb.nodes[nb.tails[sel]].tolist())
         need |= {int(nb.nodes[v]) for v, _ in cands} | {int(e) for e in nb.nodes[nb.anchors].tolist()}
-        rows = {**anchor_rows, **self.engine.graph.entities(sorted(need - anchor_rows.keys()))}
+        rows = {**anchor_rows, **self.graph.entities(sorted(need - anchor_rows.keys()))}
 
         def ent(eid: int) -> Any:
             r = rows.get(eid) or {}
             return Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
 
-        names = {ri.type: ri.name for ri in self.engine.graph.relation_catalog().values()}
+        names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
         triples = [ScoredTriple(ent(int(nb.nodes[nb.heads[i]])), names.get(nb.relation_types[int(nb.rels[i])],
                                                                             nb.relation_types[int(nb.rels[i])]),
                                 ent(int(nb.nodes[nb.tails[i]])), float(conf[i])) for i in sel.tolist()]

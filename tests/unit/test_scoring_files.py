@@ -16,6 +16,9 @@ from engine.scoring.neighbourhood import Neighbourhood, NeighbourhoodReport
 from engine.scoring.prepared import CACHE_FORMAT, PreparedSet
 from engine.scoring.service import STOPWORDS, ScoringService, question_ngrams
 
+# the service's components: these tests only read its stopwords, so none is used
+_PARTS = dict(graph=None, vectors=None, embedder=None, features=None, settings=None)
+
 METAQA_WORDS = ("movie", "movies", "film", "films")
 
 
@@ -41,14 +44,14 @@ def test_engine_stopwords_are_generic_english() -> None:
 def test_checkpoint_keeps_the_kgs_stopwords_and_the_service_uses_them(tmp_path: Path) -> None:
     ck = load_checkpoint(save(tmp_path / "a.ckpt", extra_stopwords=["Movie", "films"]))
     assert ck.extra_stopwords == ["films", "movie"]
-    svc = ScoringService(object(), ck)
+    svc = ScoringService(ck, **_PARTS)
     assert svc.stopwords == STOPWORDS | {"movie", "films"}
-    assert ScoringService(object(), ck, extra_stopwords=[]).stopwords == STOPWORDS
-    assert ScoringService(object(), ck, extra_stopwords=["Film"]).stopwords == STOPWORDS | {"film"}
+    assert ScoringService(ck, **_PARTS, extra_stopwords=[]).stopwords == STOPWORDS
+    assert ScoringService(ck, **_PARTS, extra_stopwords=["Film"]).stopwords == STOPWORDS | {"film"}
     with pytest.raises(ConfigError, match="extra_stopwords"):
         save(tmp_path / "b.ckpt", extra_stopwords="movie")
     # without any: the engine's list alone
-    assert ScoringService(object(), load_checkpoint(save(tmp_path / "c.ckpt"))).stopwords == STOPWORDS
+    assert ScoringService(load_checkpoint(save(tmp_path / "c.ckpt")), **_PARTS).stopwords == STOPWORDS
 
 
 def test_checkpoint_from_before_the_stopwords_and_the_module_moves_loads(tmp_path: Path) -> None:
@@ -64,7 +67,7 @@ def test_checkpoint_from_before_the_stopwords_and_the_module_moves_loads(tmp_pat
     assert type(ck.model).__name__ == "DDEMLP"
     # it links as it did: with the domain words the engine's stopword list held when it was written
     assert ck.extra_stopwords == sorted(METAQA_WORDS) == sorted(LEGACY_EXTRA_STOPWORDS)
-    assert ScoringService(object(), ck).stopwords == STOPWORDS | set(METAQA_WORDS)
+    assert ScoringService(ck, **_PARTS).stopwords == STOPWORDS | set(METAQA_WORDS)
     assert all(torch.equal(ck.model.state_dict()[k], v) for k, v in payload["state_dict"].items())
     # a file written now reads back with weights_only=True: nothing but plain data and tensors in it
     path = save(tmp_path / "new.ckpt", extra_stopwords=["movie"])
