@@ -1,4 +1,4 @@
-# isorag: `make demo` sets everything up and runs the demo; `make test` runs the tests.
+# isorag: `make demo` sets everything up and runs the demo; `make test` runs the tests; `make typecheck` runs mypy.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-unit servers stop bench-load bench-metaqa bench-verify bench-scale bench-scale-full clean
+.PHONY: install demo test test-unit typecheck servers stop bench-load bench-metaqa bench-verify bench-scale \
+        bench-scale-full clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +27,10 @@ demo: servers
 
 test: servers
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# mypy over engine/ and loaders/, with the settings of [tool.mypy] in pyproject.toml (no server needed)
+typecheck: install
+	$(PY) -m mypy
 
 # tests/unit only: no server is started (tests/unit/conftest.py refuses to start one)
 test-unit: install

@@ -109,7 +109,7 @@ class Neo4jSettings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "Neo4jSettings":
-        env = {
+        env: dict[str, Any] = {
             "uri": os.environ.get("NEO4J_URI") or None,
             "user": os.environ.get("NEO4J_USER", os.environ.get("NEO4J_USERNAME", "neo4j")),
             "password": os.environ.get("NEO4J_PASSWORD", ""),
@@ -137,7 +137,7 @@ class MilvusSettings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "MilvusSettings":
-        env = {"uri": os.environ.get("MILVUS_URI") or None, "token": os.environ.get("MILVUS_TOKEN", "")}
+        env: dict[str, Any] = {"uri": os.environ.get("MILVUS_URI") or None, "token": os.environ.get("MILVUS_TOKEN", "")}
         env.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**env)
 

@@ -95,7 +95,7 @@ def _template(name: str) -> tuple[str, frozenset[str]]:
     return text, frozenset(_SLOT.findall(text))
 
 
-def render(name: str, **slots: Fragment) -> Fragment:
+def render(name: str, /, **slots: Fragment) -> Fragment:
     """The template ``cypher/<name>.cypher`` with its ``{{slot}}`` slots filled; every slot must be given, each
     value a :class:`Fragment` made by this module (never raw text)."""
     text, wanted = _template(name)

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from engine._config import EngineConfig
 from engine._errors import ConfigError, KGNotFoundError
 from engine._secrets import mask_uri
+
+if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `import engine` stays light
+    from engine._protocols import TextEmbedder
+    from engine.answering.pipeline import Pipeline
+    from engine.answering.results import Answer, StreamEvent, Verdict
+    from engine.integrations.langchain import IsoragRetriever
+    from engine.llm import LLM
+    from engine.retrieval.pattern import PatternLike
+    from engine.retrieval.results import RetrievalResult
+    from engine.retrieval.retriever import Retriever
+    from engine.scoring.features import FeatureStore
+    from engine.scoring.qa import QARecord
+    from engine.scoring.service import LinkedEntity, ScoringResult, ScoringService
+    from engine.scoring.train import TrainResult
+    from engine.servers.neo4j import LocalNeo4j
+    from engine.stores.graph import GraphStore
+    from engine.stores.vectors import VectorStore
+    from loaders.bulk import BulkLoader, LoadSummary
+    from loaders.offline import OfflineLoader
 
 _COUNTED = ("entities", "relations", "types")
 
@@ -30,24 +50,24 @@ class Engine:
     first use.
     """
 
-    def __init__(self, config: EngineConfig | None = None, *, llm: Any = None, embedder: Any = None,
+    def __init__(self, config: EngineConfig | None = None, *, llm: Any = None, embedder: TextEmbedder | None = None,
                  **overrides: Any) -> None:
         cfg = config or EngineConfig.from_env()
         if overrides:
             cfg = cfg.with_(**overrides)
         self.config = cfg
         self._lock = threading.RLock()
-        self._graph: Any = None
-        self._vectors: Any = None
-        self._embedder: Any = embedder
-        self._retriever: Any = None
-        self._llm_arg: Any = llm
-        self._llm: Any = None
+        self._graph: GraphStore | None = None
+        self._vectors: VectorStore | None = None
+        self._embedder: TextEmbedder | None = embedder
+        self._retriever: Retriever | None = None
+        self._llm_arg: Any = llm  # an LLMConfig, an LLM, a langchain-core chat model, None or False
+        self._llm: LLM | None = None
         self._llm_ready = False
         self._llm_owned = False
         self._fewshot: dict[str, list[dict[str, Any]]] = {}
-        self._scorer: Any = None
-        self._features: Any = None
+        self._scorer: ScoringService | None = None
+        self._features: FeatureStore | None = None
         self._kg_found = False  # require_kg passed (reset by load and drop)
 
     # -- components (lazy: a component starts or connects at first use) -------------------------------
@@ -56,7 +76,7 @@ class Engine:
         return self.config.kg
 
     @property
-    def graph(self) -> Any:
+    def graph(self) -> GraphStore:
         with self._lock:
             if self._graph is None:
                 from engine.stores.graph import GraphStore
@@ -65,7 +85,7 @@ class Engine:
             return self._graph
 
     @property
-    def embedder(self) -> Any:
+    def embedder(self) -> TextEmbedder:
         with self._lock:
             if self._embedder is None:
                 from engine.embeddings import load_embedder
@@ -74,7 +94,7 @@ class Engine:
             return self._embedder
 
     @property
-    def vectors(self) -> Any:
+    def vectors(self) -> VectorStore:
         """The KG's :class:`~engine.stores.vectors.VectorStore`. Opening it creates nothing: collections are made by the
         write paths (loads, adoption), so a read of a KG that does not exist leaves Milvus as it was."""
         with self._lock:
@@ -112,7 +132,7 @@ class Engine:
     # -- loading -------------------------------------------------------------------------------------
     def load(self, path: str | Path, fmt: str | None = None, *, strict: bool = False, progress: bool = True,
              batch_size: int = 10_000, echo: Callable[[str], None] | None = None, offline_import: bool = False,
-             local_neo4j: Any = None, **options: Any) -> Any:
+             local_neo4j: LocalNeo4j | None = None, **options: Any) -> LoadSummary:
         """Load a source file (see :mod:`loaders`) into Neo4j and Milvus; returns a ``LoadSummary``.
 
         ``offline_import``: the first load of a big KG into an empty local Neo4j by Neo4j's offline importer
@@ -131,8 +151,8 @@ class Engine:
                 from engine.servers.neo4j import default_instance
 
                 local_neo4j = default_instance()
-            loader: Any = OfflineLoader(self.graph, self.vectors, self.embedder, local_neo4j, progress=progress,
-                                        batch_size=batch_size)
+            loader: OfflineLoader | BulkLoader = OfflineLoader(self.graph, self.vectors, self.embedder, local_neo4j,
+                                                               progress=progress, batch_size=batch_size)
         else:
             from loaders.bulk import BulkLoader
 
@@ -144,7 +164,7 @@ class Engine:
         return summary
 
     def load_existing(self, label: str, key: str, name: str | None = None, *, progress: bool = True,
-                      batch_size: int = 10_000) -> Any:
+                      batch_size: int = 10_000) -> LoadSummary:
         """Embed a graph already in Neo4j (nodes with ``label``) into Milvus without moving it."""
         from loaders.existing import embed_existing
 
@@ -193,7 +213,7 @@ class Engine:
 
     # -- retrieval -------------------------------------------------------------------------------------
     @property
-    def retriever(self) -> Any:
+    def retriever(self) -> Retriever:
         with self._lock:
             if self._retriever is None:
                 from engine.retrieval.retriever import Retriever
@@ -202,7 +222,7 @@ class Engine:
                 self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
             return self._retriever
 
-    def retrieve(self, pattern: Any, k: int | None = None, **match: Any) -> Any:
+    def retrieve(self, pattern: PatternLike, k: int | None = None, **match: Any) -> RetrievalResult:
         """Exact top-k subgraphs of the KG with the smallest graph semantic distance to ``pattern``.
 
         ``pattern`` is a :class:`~engine.retrieval.pattern.Pattern`, a ``{"triples": [[h, r, t], ...]}`` mapping, its
@@ -217,7 +237,7 @@ class Engine:
 
     # -- the triple scorer (engine.scoring) ------------------------------------------------------------
     @property
-    def scorer(self) -> Any:
+    def scorer(self) -> ScoringService | None:
         """The :class:`~engine.scoring.service.ScoringService` of ``config.scorer`` (a checkpoint path), or None.
 
         Loaded at first use and checked against this KG and embedding model (a mismatch is a
@@ -238,7 +258,7 @@ class Engine:
             return self._scorer
 
     @scorer.setter
-    def scorer(self, value: Any) -> None:
+    def scorer(self, value: str | Path | ScoringService | None) -> None:
         """Set a checkpoint path (loaded at next use), a ScoringService, or None."""
         with self._lock:
             from engine.scoring.service import ScoringService
@@ -251,12 +271,12 @@ class Engine:
                 self.config = self.config.with_(scorer=str(value))
 
     @property
-    def scorer_features(self) -> Any:
+    def scorer_features(self) -> FeatureStore:
         """Entity / relation vectors for the scorers, cached per engine (:class:`~engine.scoring.features.FeatureStore`)."""
         with self._lock:
             return self._scorer_features()
 
-    def _scorer_features(self) -> Any:  # under self._lock
+    def _scorer_features(self) -> FeatureStore:  # under self._lock
         if self._features is None:
             from engine.scoring.features import FeatureStore
 
@@ -265,23 +285,24 @@ class Engine:
                                           capacity=self.config.scoring.cache_entities)
         return self._features
 
-    def link_entities(self, query: str) -> list[Any]:
+    def link_entities(self, query: str) -> list[LinkedEntity]:
         """Entities of the KG named in ``query`` (n-gram vector search; needs a scorer checkpoint)."""
         return self._need_scorer().link(query)
 
-    def score(self, query: str, anchors: Any = None, **kw: Any) -> Any:
+    def score(self, query: str, anchors: Sequence[int] | None = None, **kw: Any) -> ScoringResult:
         """The top scored triples of the neighbourhood of ``anchors`` (eids; None: entities linked from ``query``)
         for ``query``: a :class:`~engine.scoring.service.ScoringResult`. ``kw``: ``hops``, ``max_edges``."""
         return self._need_scorer().score(query, anchors, **kw)
 
-    def train_scorer(self, qa: Any, *, model: str = "dde_mlp", out: Any = None, **kw: Any) -> Any:
+    def train_scorer(self, qa: str | Path | Sequence[str | Path] | Sequence[QARecord], *, model: str = "dde_mlp",
+                     out: str | Path | None = None, **kw: Any) -> TrainResult:
         """Train a triple scorer on this KG (:func:`engine.scoring.train.train_scorer`); returns a TrainResult."""
         from engine.scoring.train import train_scorer
 
         self.require_kg()
         return train_scorer(self, qa, model=model, out=out, **kw)
 
-    def _need_scorer(self) -> Any:
+    def _need_scorer(self) -> ScoringService:
         from engine._errors import ConfigError
 
         sc = self.scorer
@@ -292,7 +313,7 @@ class Engine:
 
     # -- the LLM and its few-shot examples ---------------------------------------------------------------
     @property
-    def llm(self) -> Any:
+    def llm(self) -> LLM | None:
         """The :class:`~engine.llm.LLM` in use, or None (made at first use from the ``llm`` argument)."""
         with self._lock:
             if not self._llm_ready:
@@ -308,7 +329,7 @@ class Engine:
     @llm.setter
     def llm(self, value: Any) -> None:
         with self._lock:
-            if self._llm_owned and hasattr(self._llm, "close"):
+            if self._llm_owned and self._llm is not None and hasattr(self._llm, "close"):
                 self._llm.close()
             self._llm_arg, self._llm_ready, self._llm, self._llm_owned = value, False, None, False
 
@@ -322,88 +343,89 @@ class Engine:
             return self._fewshot[kind]
 
     # -- answers and verdicts (engine.answering) ------------------------------------------------------
-    def _pipeline(self) -> Any:
+    def _pipeline(self) -> Pipeline:
         """The answering pipeline over this engine's components, each made at first use (in its stage)."""
-        from engine.answering import Pipeline
+        from engine.answering.pipeline import Pipeline
 
         cfg = self.config
         return Pipeline(retriever=lambda: self.retriever, llm=lambda: self.llm, fewshot=self.fewshot,
                         scorer=self._need_scorer if cfg.scorer else None, kg=self.kg, match=cfg.match,
                         verify=cfg.verify)
 
-    def ask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
-            **match: Any) -> Any:
+    def ask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None, raise_errors: bool = True,
+            **match: Any) -> Answer:
         """Answer ``query`` from the KG: the LLM's pattern (or ``pattern``), the top-``k`` subgraphs, the LLM's
         answer over them (without an LLM: the entities bound to the pattern's unknown target). Returns an
         :class:`~engine.answering.Answer`; a failing stage raises, or with ``raise_errors=False`` is reported in
         ``Answer.failed_stage`` / ``Answer.error``. ``match`` overrides MatchSettings fields for this call."""
-        from engine.answering import drive
+        from engine.answering.drivers import drive
 
         _check_k(k)
         return drive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
-    async def aask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
-                   **match: Any) -> Any:
+    async def aask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
+                   raise_errors: bool = True, **match: Any) -> Answer:
         """The async twin of :meth:`ask`."""
-        from engine.answering import adrive
+        from engine.answering.drivers import adrive
 
         _check_k(k)
         return await adrive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
-    def ask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
-                   **match: Any) -> Any:
+    def ask_stream(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
+                   raise_errors: bool = True, **match: Any) -> Iterator[StreamEvent]:
         """:meth:`ask` as events: ``PatternEvent``, ``SubgraphsEvent``, ``TokenEvent``... and ``AnswerEvent``."""
-        from engine.answering import stream
+        from engine.answering.drivers import stream
 
         _check_k(k)
         return stream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
-    def aask_stream(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
-                    **match: Any) -> Any:
+    def aask_stream(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
+                    raise_errors: bool = True, **match: Any) -> AsyncIterator[StreamEvent]:
         """The async twin of :meth:`ask_stream` (an async iterator)."""
-        from engine.answering import astream
+        from engine.answering.drivers import astream
 
         _check_k(k)
         return astream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
 
-    def verify(self, claim: str, *, pattern: Any = None, k: int | None = None, threshold: float | None = None,
-               raise_errors: bool = True, **match: Any) -> Any:
+    def verify(self, claim: str, *, pattern: PatternLike | None = None, k: int | None = None,
+               threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Verdict:
         """Check ``claim`` against the KG: a :class:`~engine.answering.Verdict` (SUPPORTED, REFUTED or
         NOT_ENOUGH_INFO) with its evidence. With an LLM, SimGRAG's True/False over the evidence; without one,
         the rule of :mod:`engine.answering.verification` (``threshold`` overrides ``config.verify.threshold``)."""
-        from engine.answering import drive
+        from engine.answering.drivers import drive
 
         _check_k(k)
         return drive(self._pipeline().verify(claim, pattern=pattern, k=k, threshold=threshold,
                                              raise_errors=raise_errors, **match))
 
-    async def averify(self, claim: str, *, pattern: Any = None, k: int | None = None,
-                      threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Any:
+    async def averify(self, claim: str, *, pattern: PatternLike | None = None, k: int | None = None,
+                      threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Verdict:
         """The async twin of :meth:`verify`."""
-        from engine.answering import adrive
+        from engine.answering.drivers import adrive
 
         _check_k(k)
         return await adrive(self._pipeline().verify(claim, pattern=pattern, k=k, threshold=threshold,
                                                     raise_errors=raise_errors, **match))
 
-    def verify_many(self, claims: Any, *, concurrency: int = 4, raise_errors: bool = False, **kw: Any) -> list[Any]:
+    def verify_many(self, claims: Iterable[Any], *, concurrency: int = 4, raise_errors: bool = False,
+                    **kw: Any) -> list[Verdict]:
         """Verdicts for many claims (strings, ``(claim, pattern)`` pairs or ``{"claim", "pattern"}`` mappings),
         in order, ``concurrency`` at a time. A failing claim is reported in its Verdict unless ``raise_errors``."""
-        from engine.answering import verify_many
+        from engine.answering.drivers import verify_many
 
         _check_k(kw.get("k"))
         return verify_many(self._pipeline(), claims, concurrency=concurrency, raise_errors=raise_errors, **kw)
 
-    async def averify_many(self, claims: Any, *, concurrency: int = 4, raise_errors: bool = False,
-                           **kw: Any) -> list[Any]:
+    async def averify_many(self, claims: Iterable[Any], *, concurrency: int = 4, raise_errors: bool = False,
+                           **kw: Any) -> list[Verdict]:
         """The async twin of :meth:`verify_many`."""
-        from engine.answering import averify_many
+        from engine.answering.drivers import averify_many
 
         _check_k(kw.get("k"))
         return await averify_many(self._pipeline(), claims, concurrency=concurrency, raise_errors=raise_errors,
                                   **kw)
 
-    def as_retriever(self, k: int = 3, **kw: Any) -> Any:
+    def as_retriever(self, k: int = 3, **kw: Any) -> IsoragRetriever:
         """A langchain-core retriever over this engine (:class:`engine.integrations.langchain.IsoragRetriever`)."""
         from engine.integrations.langchain import IsoragRetriever
 
@@ -415,7 +437,7 @@ class Engine:
             if self._vectors is not None and hasattr(self._vectors, "close"):
                 self._vectors.close()
             self._vectors = None
-            if self._llm_owned and hasattr(self._llm, "close"):
+            if self._llm_owned and self._llm is not None and hasattr(self._llm, "close"):
                 self._llm.close()
             self._llm, self._llm_ready, self._llm_owned = None, False, False
 

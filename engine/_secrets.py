@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeGuard
 
 MASK = "***"
 
@@ -23,7 +23,7 @@ _known: set[str] = set()
 _lock = threading.Lock()
 
 
-def _distinctive(value: Any) -> bool:
+def _distinctive(value: Any) -> TypeGuard[str]:
     """Worth searching for in text: a short or plain word ("Milvus", "password") would mask ordinary words of
     every message, so those are masked in reprs and URIs only."""
     return isinstance(value, str) and len(value) >= 8 and (len(value) >= 16 or not value.isalpha())
@@ -34,7 +34,7 @@ def register(*values: str | None) -> None:
     with _lock:
         for v in values:
             if _distinctive(v):
-                _known.add(v)  # type: ignore[arg-type]
+                _known.add(v)
             if isinstance(v, str) and ":" in v and _distinctive(v.split(":", 1)[1]):
                 _known.add(v.split(":", 1)[1])  # a user:password token: its password alone too
 

@@ -27,9 +27,12 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 from engine._errors import ConfigError, InputError, IsoragError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._engine import Engine
 
 DEMO_DIR = Path(__file__).resolve().parent / "data" / "demo"
 
@@ -269,12 +272,12 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sub = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
         raise _UsageError(f"{sub}{message} (see {self.prog} --help)")
 
 
-def _engine(args: argparse.Namespace, **match: Any) -> Any:
+def _engine(args: argparse.Namespace, **match: Any) -> Engine:
     """The engine of a command: its configuration is checked here, its stores and model start at first use."""
     from engine._config import EngineConfig
     from engine._engine import Engine

@@ -38,11 +38,14 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.answering import LABELS, NOT_ENOUGH_INFO, REFUTED, SUPPORTED, Verdict
 from engine.retrieval.pattern import Pattern
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._engine import Engine
 
 __all__ = [
     "BadRow",
@@ -355,7 +358,7 @@ def _record(row: ClaimRow, verdict: Verdict) -> dict[str, Any]:
     return rec
 
 
-def _verify_one(engine: Any, row: ClaimRow, kw: dict[str, Any]) -> Verdict:
+def _verify_one(engine: Engine, row: ClaimRow, kw: dict[str, Any]) -> Verdict:
     try:
         return engine.verify(row.claim, pattern=row.pattern, raise_errors=False, **kw)
     except Exception as e:  # noqa: BLE001 - one claim's bug must not end a job of a million claims
@@ -364,9 +367,9 @@ def _verify_one(engine: Any, row: ClaimRow, kw: dict[str, Any]) -> Verdict:
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    counts: Counter[str] = Counter()
+    counts: Counter[str | None] = Counter()  # (a record without a label counts under None)
     methods: Counter[str] = Counter()
-    confusion: dict[str, Counter[str]] = {}
+    confusion: dict[str, Counter[str | None]] = {}
     labeled = correct = 0
     for rec in records:
         pred = FAILED if rec.get("failed_stage") else rec.get("label")
@@ -390,7 +393,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_verify_job(
-    engine: Any,
+    engine: Engine,
     claims: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,

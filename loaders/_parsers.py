@@ -10,11 +10,12 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
+import io
 import json
 import logging
 import re
 from pathlib import Path
-from typing import IO, Any, Callable, Collection, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from engine._errors import ConfigError, InputError, MalformedInputError
 
@@ -56,7 +57,7 @@ class Reporter:
             log.warning("%s: %d malformed lines skipped in all", self.path, self.skipped)
 
 
-def open_binary(path: str | Path) -> IO[bytes]:
+def open_binary(path: str | Path) -> io.BufferedIOBase:
     """Open ``path`` for reading bytes, decompressing ``.gz`` / ``.bz2``."""
     p = Path(path)
     try:
@@ -216,7 +217,7 @@ class _CsvFeed:
     is reported on that line.
     """
 
-    def __init__(self, f: IO[bytes], comment: str | None, delimiter: str) -> None:
+    def __init__(self, f: io.BufferedIOBase, comment: str | None, delimiter: str) -> None:
         self.f = f
         self.comment = comment
         self.delimiter = delimiter

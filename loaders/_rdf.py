@@ -140,12 +140,18 @@ def _unescape(s: str, literal: bool) -> str:
     return _RE_ESC.sub(sub, s)
 
 
-def _nt_line(text: str) -> tuple[tuple[str, bool], str, tuple[str, bool, str | None]] | None:
+def _skip_ws(text: str, pos: int = 0) -> int:
+    """The position after the spaces and tabs at ``pos`` (``_WS`` matches the empty string too)."""
+    m = _WS.match(text, pos)
+    return m.end() if m is not None else pos
+
+
+def _nt_line(text: str) -> tuple[tuple[str, bool], str, tuple[str, str, str | None]] | None:
     """Tokenize one N-Triples line: ((subject, is_bnode), predicate, (object, kind, lang)) or None if empty.
 
     kind of the object: ``"iri"``, ``"bnode"`` or ``"literal"``.  Raises _NTError on a syntax error.
     """
-    pos = _WS.match(text).end()  # type: ignore[union-attr]
+    pos = _skip_ws(text)
     if pos == len(text) or text[pos] == "#":
         return None
     m = _RE_IRI.match(text, pos)
@@ -156,13 +162,13 @@ def _nt_line(text: str) -> tuple[tuple[str, bool], str, tuple[str, bool, str | N
         if not m:
             raise _NTError(f"expected an IRI or blank node as subject at column {pos + 1}")
         subj = (m.group(1), True)
-    pos = _WS.match(text, m.end()).end()  # type: ignore[union-attr]
+    pos = _skip_ws(text, m.end())
     m = _RE_IRI.match(text, pos)
     if not m:
         raise _NTError(f"expected an IRI as predicate at column {pos + 1}")
     pred = _unescape(m.group(1), False)
-    pos = _WS.match(text, m.end()).end()  # type: ignore[union-attr]
-    obj: tuple[str, Any, str | None]
+    pos = _skip_ws(text, m.end())
+    obj: tuple[str, str, str | None]
     if (m := _RE_IRI.match(text, pos)) is not None:
         obj = (_unescape(m.group(1), False), "iri", None)
     elif (m := _RE_BNODE.match(text, pos)) is not None:
@@ -175,7 +181,7 @@ def _nt_line(text: str) -> tuple[tuple[str, bool], str, tuple[str, bool, str | N
         raise _NTError(f"expected an IRI, blank node or literal as object at column {pos + 1}")
     if not _RE_END.match(text, m.end()):
         raise _NTError(f"expected '.' at the end of the triple at column {m.end() + 1}")
-    return subj, pred, obj  # type: ignore[return-value]
+    return subj, pred, obj
 
 
 def parse_nt(

@@ -22,11 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from engine._errors import ConfigError, InputError, MalformedInputError
 from engine.stores.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, TripleRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import TextEmbedder
+    from engine.stores.vectors import VectorStore
 
 _IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//|[^\s])\S*$")
 
@@ -146,8 +150,8 @@ class _Failed:
         self.exc = exc
 
 
-def embed_batch(vectors: Any, embedder: Any, kg: str, info: dict[str, Any], summary: LoadSummary, bar: Any,
-                embed_batch_size: int = 64) -> None:
+def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dict[str, Any], summary: LoadSummary,
+                bar: Any, embed_batch_size: int = 64) -> None:
     """Embed what of a batch has no vector in Milvus yet (entities of ``info["eids"]`` and those ``renamed``,
     named by ``info["names"]``; relation names ``info["rels"]``, type names ``info["types"]``) and write it."""
     v = vectors
@@ -190,7 +194,7 @@ def embed_batch(vectors: Any, embedder: Any, kg: str, info: dict[str, Any], summ
                 summary.embedded_types += len(miss)
 
 
-def remove_duplicate_vectors(graph: GraphStore, vectors: Any) -> int:
+def remove_duplicate_vectors(graph: GraphStore, vectors: VectorStore) -> int:
     """Remove the vector rows stored twice under one id (two loads of one KG at once, before loads took the KG's
     lease, inserted some ids twice); returns the rows removed. Looked for only where Milvus holds more rows than
     Neo4j has items, so a sound KG costs three counts."""
@@ -212,8 +216,8 @@ class BulkLoader:
     thread runs at most ``ahead`` batches in front of the embeddings (memory stays flat).
     """
 
-    def __init__(self, graph: GraphStore, vectors: Any, embedder: Any, *, batch_size: int = 10_000,
-                 progress: bool = True, ahead: int = 8, embed_batch_size: int = 64) -> None:
+    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *,
+                 batch_size: int = 10_000, progress: bool = True, ahead: int = 8, embed_batch_size: int = 64) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.graph, self.vectors, self.embedder = graph, vectors, embedder

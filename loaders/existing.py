@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine._cypher import cypher, label as label_slot, render
 from engine._errors import ConfigError, InputError
 from engine.stores.graph import GraphStore, entity_id, name_key, relation_id
 from loaders.bulk import LoadSummary, remove_duplicate_vectors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import TextEmbedder
+    from engine.stores.vectors import VectorStore
 
 
 def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> None:
@@ -45,7 +49,7 @@ def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> No
         summary.skip_reasons[reason] = row["no_key"]
 
 
-def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str, key: str,
+def embed_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, label: str, key: str,
                    name: str | None = None, progress: bool = True, batch_size: int = 10_000) -> LoadSummary:
     """Adopt the nodes of ``label`` into the KG of ``graph`` and embed them, holding the KG's writer lease."""
     with graph.lock(f"adopt label {label}"):
@@ -53,8 +57,8 @@ def embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str
                                batch_size=batch_size)
 
 
-def _embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: str, key: str, name: str | None,
-                    progress: bool, batch_size: int) -> LoadSummary:
+def _embed_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, label: str, key: str,
+                    name: str | None, progress: bool, batch_size: int) -> LoadSummary:
     from tqdm import tqdm
 
     t_start = time.perf_counter()
@@ -99,7 +103,8 @@ def _embed_existing(graph: GraphStore, vectors: Any, embedder: Any, *, label: st
     return summary
 
 
-def _embed_missing(vectors: Any, embedder: Any, items: list[tuple[int, str]], summary: LoadSummary) -> None:
+def _embed_missing(vectors: VectorStore, embedder: TextEmbedder, items: list[tuple[int, str]],
+                   summary: LoadSummary) -> None:
     have = vectors.existing_ids("entities", [i for i, _ in items])
     miss = [(i, n) for i, n in items if i not in have]
     if miss:
@@ -110,7 +115,8 @@ def _embed_missing(vectors: Any, embedder: Any, items: list[tuple[int, str]], su
         summary.embedded_entities += len(miss)
 
 
-def _embed_unvectored(graph: GraphStore, vectors: Any, embedder: Any, summary: LoadSummary, batch: int) -> None:
+def _embed_unvectored(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, summary: LoadSummary,
+                      batch: int) -> None:
     """A resumed run: entities adopted before the kill may have no vector yet."""
     if vectors.count("entities") >= graph.stats()["entities"]:
         return

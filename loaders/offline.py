@@ -36,12 +36,17 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from engine._errors import MalformedInputError, OfflineImportError
 from engine.stores.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, TripleRecord
 from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch, peek_records
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import TextEmbedder
+    from engine.servers.neo4j import LocalNeo4j
+    from engine.stores.vectors import VectorStore
 
 #: array delimiter of the entity ``types`` column (a control character no type name holds)
 ARRAY_DELIMITER = "\x1f"
@@ -75,8 +80,8 @@ def _sort_unique(src: Path, dst: Path, workdir: Path) -> int:
 class OfflineLoader:
     """Loads one source file into an empty local Neo4j (offline importer) and into Milvus."""
 
-    def __init__(self, graph: GraphStore, vectors: Any, embedder: Any, local: Any, *, progress: bool = True,
-                 batch_size: int = 10_000, embed_batch_size: int = 64, import_heap: str = "2g",
+    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, local: LocalNeo4j, *,
+                 progress: bool = True, batch_size: int = 10_000, embed_batch_size: int = 64, import_heap: str = "2g",
                  import_memory: str = "2G") -> None:
         self.graph, self.vectors, self.embedder, self.local = graph, vectors, embedder, local
         self.kg = graph.kg
@@ -216,7 +221,10 @@ class OfflineLoader:
     # -- import --------------------------------------------------------------------------------------
     def _import_args(self) -> list[str]:
         wd = self.workdir
-        h = lambda name: str(wd / f"{name}.header.csv")  # noqa: E731
+
+        def h(name: str) -> str:
+            return str(wd / f"{name}.header.csv")
+
         return [
             f"--nodes=IsoragEntity={h('entity')},{wd / 'records.csv'},{wd / 'nodes.csv'}",
             f"--nodes=IsoragRelationType={h('reltype')},{wd / 'reltypes.csv'}",

@@ -14,18 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from engine._errors import ConfigError, PatternError
-from engine.answering.pipeline import Call, Complete, Emit, Flow, Generate, Pipeline, Request, Run
-from engine.answering.results import AnswerEvent, TokenEvent, Verdict
+from engine.answering.pipeline import Call, Complete, Emit, Flow, Generate, Pipeline, Request, Result, Run
+from engine.answering.results import Answer, AnswerEvent, StreamEvent, TokenEvent, Verdict
 from engine.llm import metered
 
 __all__ = ["adrive", "astream", "averify_many", "claim_args", "drive", "stream", "verify_many"]
 
 
-def _next(flow: Flow, reply: Any, error: Exception | None) -> Request:
+def _next(flow: Flow[Result], reply: Any, error: Exception | None) -> Request:
     """The flow's next request, sent the last one's result (or thrown its error); StopIteration at the end."""
     return flow.steps.send(reply) if error is None else flow.steps.throw(error)
 
@@ -43,7 +43,7 @@ def _held(run: Run) -> Iterator[None]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _sync(flow: Flow, streaming: bool) -> Generator[Any, None, Any]:
+def _sync(flow: Flow[Result], streaming: bool) -> Generator[StreamEvent, None, Result]:
     """Run ``flow`` with sync calls; yields its events when ``streaming``; returns its result."""
     run, reply, error = flow.run, None, None
     try:
@@ -92,7 +92,7 @@ def _tokens(run: Run, req: Generate) -> Generator[TokenEvent, None, str]:
     return "".join(pieces)
 
 
-def drive(flow: Flow) -> Any:
+def drive(flow: Flow[Result]) -> Result:
     """The result of ``flow`` (an Answer or a Verdict), its requests carried out by sync calls."""
     steps = _sync(flow, streaming=False)
     while True:
@@ -102,7 +102,7 @@ def drive(flow: Flow) -> Any:
             return done.value
 
 
-def stream(flow: Flow) -> Iterator[Any]:
+def stream(flow: Flow[Answer]) -> Iterator[StreamEvent]:
     """The events of an ask ``flow``: PatternEvent, SubgraphsEvent, TokenEvent (as the LLM streams) and finally
     AnswerEvent."""
     answer = yield from _sync(flow, streaming=True)
@@ -114,7 +114,7 @@ def stream(flow: Flow) -> Iterator[Any]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-async def _async(flow: Flow, streaming: bool, out: list[Any]) -> AsyncIterator[Any]:
+async def _async(flow: Flow[Result], streaming: bool, out: list[Result]) -> AsyncGenerator[StreamEvent, None]:
     """The async twin of :func:`_sync` (the result is appended to ``out``: an async generator returns nothing)."""
     run, reply, error = flow.run, None, None
     try:
@@ -161,17 +161,17 @@ async def _async(flow: Flow, streaming: bool, out: list[Any]) -> AsyncIterator[A
         flow.steps.close()
 
 
-async def adrive(flow: Flow) -> Any:
+async def adrive(flow: Flow[Result]) -> Result:
     """The async twin of :func:`drive`."""
-    out: list[Any] = []
+    out: list[Result] = []
     async for _ in _async(flow, False, out):
         pass
     return out[0]
 
 
-async def astream(flow: Flow) -> AsyncIterator[Any]:
+async def astream(flow: Flow[Answer]) -> AsyncIterator[StreamEvent]:
     """The async twin of :func:`stream`."""
-    out: list[Any] = []
+    out: list[Answer] = []
     events = _async(flow, True, out)
     try:
         async for event in events:
@@ -206,7 +206,7 @@ def _check_concurrency(concurrency: Any) -> None:
         raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
 
 
-def verify_many(pipeline: Pipeline, claims: Sequence[Any], *, concurrency: int = 4, raise_errors: bool = False,
+def verify_many(pipeline: Pipeline, claims: Iterable[Any], *, concurrency: int = 4, raise_errors: bool = False,
                 **kw: Any) -> list[Verdict]:
     """Verdicts for ``claims`` (see :func:`claim_args`), in order, ``concurrency`` threads at a time; ``kw``
     as :meth:`Pipeline.verify` takes them."""
@@ -216,8 +216,7 @@ def verify_many(pipeline: Pipeline, claims: Sequence[Any], *, concurrency: int =
     items = [claim_args(c) for c in claims]
 
     def one(item: tuple[str, Any]) -> Verdict:
-        verdict: Verdict = drive(pipeline.verify(item[0], pattern=item[1], raise_errors=raise_errors, **kw))
-        return verdict
+        return drive(pipeline.verify(item[0], pattern=item[1], raise_errors=raise_errors, **kw))
 
     if concurrency == 1 or len(items) <= 1:
         return [one(it) for it in items]
@@ -225,7 +224,7 @@ def verify_many(pipeline: Pipeline, claims: Sequence[Any], *, concurrency: int =
         return list(pool.map(one, items))
 
 
-async def averify_many(pipeline: Pipeline, claims: Sequence[Any], *, concurrency: int = 4,
+async def averify_many(pipeline: Pipeline, claims: Iterable[Any], *, concurrency: int = 4,
                        raise_errors: bool = False, **kw: Any) -> list[Verdict]:
     """The async twin of :func:`verify_many` (``concurrency`` tasks at a time)."""
     _check_concurrency(concurrency)
@@ -234,7 +233,6 @@ async def averify_many(pipeline: Pipeline, claims: Sequence[Any], *, concurrency
 
     async def one(item: tuple[str, Any]) -> Verdict:
         async with gate:
-            verdict: Verdict = await adrive(pipeline.verify(item[0], pattern=item[1], raise_errors=raise_errors, **kw))
-            return verdict
+            return await adrive(pipeline.verify(item[0], pattern=item[1], raise_errors=raise_errors, **kw))
 
     return list(await asyncio.gather(*(one(it) for it in items)))

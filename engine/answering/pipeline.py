@@ -39,7 +39,7 @@ import contextlib
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 from engine._config import MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
@@ -55,7 +55,7 @@ from engine.answering.results import (
 )
 from engine.answering.verification import judge_claim
 from engine.llm import LLM, NO_LLM_HELP, LLMStats
-from engine.retrieval.pattern import Pattern
+from engine.retrieval.pattern import Pattern, PatternLike
 from engine.answering.prompting import parse_verdict, pattern_exchange, render_answer_prompt, render_verify_prompt
 from engine.retrieval.results import RetrievalResult, Subgraph
 from engine.retrieval.retriever import as_pattern
@@ -65,7 +65,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine.retrieval.retriever import Retriever
     from engine.scoring.service import ScoringResult, ScoringService
 
-__all__ = ["Call", "Complete", "Emit", "Flow", "Generate", "Pipeline", "Request", "Run", "SCORED_HEADER", "TEXT_TIE"]
+__all__ = ["Call", "Complete", "Emit", "Flow", "Generate", "Pipeline", "Request", "Run", "SCORED_HEADER", "TEXT_TIE",
+           "Result"]
 
 #: without an LLM, the answer text names the answers whose GSD is within this of the best one (the others stay in
 #: ``Answer.answers`` with their GSD): an entity bound in a worse subgraph is a worse answer, not another answer
@@ -108,11 +109,13 @@ class Generate(Complete):
 class Emit:
     """An event for the caller of a streaming driver (the other drivers pass over it); the driver sends back None."""
 
-    event: Any
+    event: PatternEvent | SubgraphsEvent | TokenEvent
 
 
 Request = Union[Call, Complete, Generate, Emit]
-Steps = Generator[Request, Any, Any]
+#: what a flow returns: an Answer (ask) or a Verdict (verify)
+Result = TypeVar("Result", Answer, Verdict)
+Steps = Generator[Request, Any, Result]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -173,7 +176,7 @@ class Run:
             self.finish()
             raise exc
 
-    def finish(self) -> Any:
+    def finish(self) -> Answer | Verdict:
         self.result.timings["total"] = _ms(time.perf_counter() - self.started)
         usage = self.usage.snapshot()
         usage["seconds"] = round(usage["seconds"], 4)
@@ -182,7 +185,7 @@ class Run:
 
     # -- what the stages add to the result ----------------------------------------------------------------
 
-    def given_pattern(self, pattern: Any) -> Pattern | None:
+    def given_pattern(self, pattern: PatternLike | None) -> Pattern | None:
         if pattern is None:
             return None
         self.stage_name = "pattern"
@@ -232,9 +235,9 @@ class Run:
         from engine.scoring.service import answer_text
 
         r = self.result
-        assert isinstance(r, Answer)
+        assert isinstance(r, Answer) and r.scored is not None  # the scoring stage ran (add_scored)
         r.answer_source = "scorer"
-        r.scored_answers = list(r.scored.answers) if r.scored is not None else []
+        r.scored_answers = list(r.scored.answers)
         r.warnings.append("answer extracted from the triple scorer's top triples (no pattern matched and no LLM)")
         return answer_text(r.scored)
 
@@ -284,12 +287,12 @@ class Run:
 
 
 @dataclass
-class Flow:
+class Flow(Generic[Result]):
     """One ask or verify for a driver: ``steps`` yields the requests and returns the result; ``run`` is its
     bookkeeping."""
 
     run: Run
-    steps: Steps
+    steps: Steps[Result]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -325,16 +328,16 @@ class Pipeline:
 
     # -- the entry points: one flow each --------------------------------------------------------------------
 
-    def ask(self, query: str, *, pattern: Any = None, k: int | None = None, raise_errors: bool = True,
-            **match: Any) -> Flow:
+    def ask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None, raise_errors: bool = True,
+            **match: Any) -> Flow[Answer]:
         """The flow that answers ``query``. It emits a PatternEvent and a SubgraphsEvent when it has them, and one
         TokenEvent with the answer's text when that text does not come from the LLM (which a :class:`Generate`
         may stream)."""
         run = Run(Answer(query), raise_errors)
         return Flow(run, self._answer(run, pattern, k, match))
 
-    def verify(self, claim: str, *, pattern: Any = None, k: int | None = None, threshold: float | None = None,
-               raise_errors: bool = True, **match: Any) -> Flow:
+    def verify(self, claim: str, *, pattern: PatternLike | None = None, k: int | None = None,
+               threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Flow[Verdict]:
         """The flow that judges ``claim`` (``threshold`` overrides the rule's ``VerifySettings.threshold``)."""
         run = Run(Verdict(claim), raise_errors)
         vs = self.verify_settings if threshold is None else replace(self.verify_settings, threshold=threshold)
@@ -342,7 +345,7 @@ class Pipeline:
 
     # -- the flows ------------------------------------------------------------------------------------------
 
-    def _answer(self, run: Run, pattern: Any, k: int | None, match: Mapping[str, Any]) -> Steps:
+    def _answer(self, run: Run, pattern: PatternLike | None, k: int | None, match: Mapping[str, Any]) -> Steps[Answer]:
         r = run.result
         assert isinstance(r, Answer)
         try:
@@ -384,9 +387,11 @@ class Pipeline:
                 yield Emit(TokenEvent(r.text))
         except IsoragError as e:
             run.fail(e)
-        return run.finish()
+        run.finish()
+        return r
 
-    def _judge(self, run: Run, pattern: Any, k: int | None, vs: VerifySettings, match: Mapping[str, Any]) -> Steps:
+    def _judge(self, run: Run, pattern: PatternLike | None, k: int | None, vs: VerifySettings,
+               match: Mapping[str, Any]) -> Steps[Verdict]:
         v = run.result
         assert isinstance(v, Verdict)
         try:
@@ -414,7 +419,8 @@ class Pipeline:
                     run.set_no_evidence()
         except IsoragError as e:
             run.fail(e)
-        return run.finish()
+        run.finish()
+        return v
 
     # -- the stages' parts ----------------------------------------------------------------------------------
 
@@ -432,7 +438,7 @@ class Pipeline:
             try:
                 prompt = exchange.send(reply)
             except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+                return done.value
 
     def _settings(self, match: Mapping[str, Any]) -> MatchSettings:
         return replace(self.match, **match) if match else self.match

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from engine.retrieval.pattern import Pattern
 from engine.retrieval.results import AnswerEntity, RetrievalResult, Subgraph, unmatched_dict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.scoring.service import ScoredAnswer, ScoringResult
 
 __all__ = [
     "LABELS",
@@ -19,6 +22,7 @@ __all__ = [
     "AnswerEvent",
     "PatternEvent",
     "SubgraphsEvent",
+    "StreamEvent",
     "TokenEvent",
     "Verdict",
 ]
@@ -62,9 +66,9 @@ class Answer:
     #: (no pattern matched and no LLM: extracted from the scored triples, see ``scored_answers``)
     answer_source: str | None = None
     #: the triple scorer's retrieval (``config.scorer``): an :class:`~engine.scoring.service.ScoringResult`
-    scored: Any = None
+    scored: ScoringResult | None = None
     #: answers extracted from the scored triples (``answer_source == "scorer"``), best first
-    scored_answers: list[Any] = field(default_factory=list)
+    scored_answers: list[ScoredAnswer] = field(default_factory=list)
     #: named pattern nodes that are no KG entity's name, with the closest names (``RetrievalResult.unmatched``)
     unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
@@ -217,3 +221,7 @@ class AnswerEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "answer": self.answer.to_dict()}
+
+
+#: what :meth:`Engine.ask_stream` yields
+StreamEvent = Union[PatternEvent, SubgraphsEvent, TokenEvent, AnswerEvent]

@@ -108,18 +108,18 @@ def judge_claim(retriever: Retriever, pattern: Pattern, *, k: int | None = None,
     strict_rels: dict[int, dict[str, float]] = {}
     far_rels: list[tuple[str, str | None, float]] = []
     for edge in pattern.edges:
-        c = cands.relations[edge.index]
+        rc = cands.relations[edge.index]
         if not edge.known:
-            strict_rels[edge.index] = c
+            strict_rels[edge.index] = rc
             continue
-        if not c:
+        if not rc:
             far_rels.append((edge.label, None, float("inf")))
             strict_rels[edge.index] = {}
             continue
-        best = min(c.values())
+        best = min(rc.values())
         if best > vs.relation_threshold:
-            far_rels.append((edge.label, cands.type_names.get(min(c, key=c.__getitem__)), best))
-        strict_rels[edge.index] = {t: d for t, d in c.items()
+            far_rels.append((edge.label, cands.type_names.get(min(rc, key=rc.__getitem__)), best))
+        strict_rels[edge.index] = {t: d for t, d in rc.items()
                                    if d <= best + vs.tie and d <= vs.relation_threshold}
 
     if far or far_rels:

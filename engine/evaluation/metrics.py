@@ -24,9 +24,27 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 
 from engine._errors import InputError, MalformedInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.answering.results import Answer, Verdict
+    from engine.llm import LLM
+    from engine.retrieval.pattern import PatternLike
+
+
+class Answerer(Protocol):
+    """What an evaluation run calls of an :class:`~engine.Engine` (a higher layer: not imported)."""
+
+    @property
+    def llm(self) -> LLM | None: ...
+
+    def ask(self, query: str, *, pattern: PatternLike | None = ..., k: int | None = ..., raise_errors: bool = ...,
+            **match: Any) -> Answer: ...
+
+    def verify(self, claim: str, *, pattern: PatternLike | None = ..., k: int | None = ..., raise_errors: bool = ...,
+               **match: Any) -> Verdict: ...
 
 METRICS = ("hits1_lenient", "hits1_strict", "hit", "macro_f1", "gt_recall", "gt_precision", "gt_f1",
            "answer_recall", "verify_accuracy")
@@ -211,7 +229,7 @@ def _metaqa_gold() -> Any:
 
 
 # -- the run ----------------------------------------------------------------------------------------------
-def evaluate_item(engine: Any, item: dict[str, Any], *, k: int = 3, use_llm_pattern: bool = False,
+def evaluate_item(engine: Answerer, item: dict[str, Any], *, k: int = 3, use_llm_pattern: bool = False,
                   verify: bool = True, **match: Any) -> dict[str, Any]:
     pattern = None if use_llm_pattern else item.get("pattern")
     t0 = time.perf_counter()
@@ -246,7 +264,7 @@ def evaluate_item(engine: Any, item: dict[str, Any], *, k: int = 3, use_llm_patt
             "wall_ms": round(wall, 2), "verdicts": verdicts}
 
 
-def evaluate(engine: Any, items: Sequence[dict[str, Any]], *, k: int = 3, use_llm_pattern: bool = False,
+def evaluate(engine: Answerer, items: Sequence[dict[str, Any]], *, k: int = 3, use_llm_pattern: bool = False,
              verify: bool = True, progress: bool = False, **match: Any) -> dict[str, Any]:
     """Run every item; returns ``{"summary": aggregate(...), "items": [...], "latency_ms": {...}}``."""
     from tqdm import tqdm

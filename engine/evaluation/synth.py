@@ -39,11 +39,15 @@ import random
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from engine._cypher import cypher, rel_type as rel_type_slot, render
 from engine.retrieval.statements import answer_statement
 from engine._errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import GraphReader
+    from engine.llm import LLM
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
 SEED, INTERMEDIATE, ANSWER = "seed", "intermediate", "answer"
@@ -215,7 +219,8 @@ def answer_params(sample: GTSample, seeds: Sequence[int] | None = None) -> dict[
 class Synthesizer:
     """Samples ground-truth records from the KG of ``graph`` (a :class:`engine.stores.graph.GraphStore`)."""
 
-    def __init__(self, graph: Any, *, seed: int = 0, settings: SynthSettings | None = None, llm: Any = None) -> None:
+    def __init__(self, graph: GraphReader, *, seed: int = 0, settings: SynthSettings | None = None,
+                 llm: LLM | None = None) -> None:
         self.graph = graph
         self.rng = random.Random(seed)
         self.settings = settings or SynthSettings()
@@ -316,21 +321,26 @@ class Synthesizer:
         st = self.settings
         got = self._answers(sample)
         if got is None:
-            return self._drop("too_many_rows")
+            self._drop("too_many_rows")
+            return None
         answers, full = got
         if sample.eids[sample.answer] not in answers:
-            return self._drop("answer_not_found")
+            self._drop("answer_not_found")
+            return None
         if len(answers) > st.max_answers:
-            return self._drop("too_many_answers")
+            self._drop("too_many_answers")
+            return None
         if answers & {sample.eids[s] for s in sample.seeds}:
-            return self._drop("self_answering")
+            self._drop("self_answering")
+            return None
         catalog = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
         ents = self.graph.entities(sorted(set(sample.eids) | answers | {x for h, _, t in full for x in (h, t)}))
         name = {eid: (r.get("name") or r.get("key") or str(eid)) for eid, r in ents.items()}
         sample.names = [name.get(e, str(e)) for e in sample.eids]
         seed_names = [sample.names[s] for s in sample.seeds]
         if len(set(sample.names)) != len(sample.names) or any("UNKNOWN" in x for x in sample.names):
-            return self._drop("ambiguous_names")
+            self._drop("ambiguous_names")
+            return None
         n = len(sample.eids)
         # redundancy (paper 003 A.3): a proper subset of the seeds with the same answers
         redundant, minimal_seeds, minimal_iso = False, seed_names, None
@@ -347,7 +357,8 @@ class Synthesizer:
             if redundant:
                 break
         if redundant and st.drop_redundant:
-            return self._drop("redundant")
+            self._drop("redundant")
+            return None
         # gold pattern: seeds known, the answer the highest UNKNOWN number
         others = [i for i in range(n) if sample.roles[i] == INTERMEDIATE]
         label = {s: sample.names[s] for s in seeds}
@@ -420,6 +431,8 @@ class Synthesizer:
         return out
 
     def _paraphrase(self, text: str, kind: str) -> str | None:
+        if self.llm is None:
+            return None
         prompt = (f"Rewrite this {kind} in natural English. Keep every entity name exactly as written and do not "
                   f"change its meaning. Reply with the rewritten {kind} only.\n\n{text}")
         try:
@@ -455,8 +468,8 @@ class Synthesizer:
             yield rec
 
 
-def synthesize(graph: Any, n: int = 100, shapes: Sequence[str] = SHAPES, *, seed: int = 0,
-               settings: SynthSettings | None = None, llm: Any = None) -> list[dict[str, Any]]:
+def synthesize(graph: GraphReader, n: int = 100, shapes: Sequence[str] = SHAPES, *, seed: int = 0,
+               settings: SynthSettings | None = None, llm: LLM | None = None) -> list[dict[str, Any]]:
     return list(Synthesizer(graph, seed=seed, settings=settings, llm=llm).generate(n, shapes))
 
 

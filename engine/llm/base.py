@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from engine._errors import LLMError
 
@@ -96,8 +96,11 @@ class _Tokens:
         self.completion_tokens = 0
 
 
+_T = TypeVar("_T", bound=_Tokens)
+
+
 @contextlib.contextmanager
-def _counted(stats: LLMStats, tokens: _Tokens) -> Iterator[_Tokens]:
+def _counted(stats: LLMStats, tokens: _T) -> Iterator[_T]:
     """Count the call made inside the block in ``stats`` when the block ends, however it ends: its wall time,
     ``tokens``, and whether an LLMError ended it (:meth:`LLMStats.record`). Every call path of every provider
     goes through here."""

@@ -36,13 +36,16 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Container, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._cypher import cypher
 from engine.retrieval.statements import expand_statement
 from engine._errors import DeadlineExceeded, PatternError, StoreError
 from engine.retrieval.pattern import Pattern
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import CypherReader
 
 INF = math.inf
 #: an unknown node's domain is narrowed by its known neighbours only when each gives at most this many entities
@@ -235,9 +238,10 @@ class _HubSide:
 
 
 class Matcher:
-    """Best-first exact matcher over one KG (``graph`` is an :class:`engine.stores.graph.GraphStore`)."""
+    """Best-first exact matcher over one KG (``graph``: an :class:`engine.stores.graph.GraphStore`, or any
+    :class:`~engine._protocols.CypherReader`)."""
 
-    def __init__(self, graph: Any, settings: MatchSettings | None = None) -> None:
+    def __init__(self, graph: CypherReader, settings: MatchSettings | None = None) -> None:
         self.graph = graph
         self.settings = settings or MatchSettings()
 
@@ -255,7 +259,7 @@ class Matcher:
             raise DeadlineExceeded("the query deadline expired")
         import neo4j
 
-        q = neo4j.Query(query, timeout=max(left, 0.001))  # type: ignore[arg-type]
+        q = neo4j.Query(query, timeout=max(left, 0.001))
         try:
             return self.graph.read(q, **params)
         except DeadlineExceeded as e:  # the graph store recognises a timeout by Neo4j's status code
@@ -299,7 +303,8 @@ class Matcher:
         # (possibly large) expansion is fetched only when the search reaches it.
         whole = [wildcard_rel[i] or s.closes or cands.nodes[s.dst] is not None for i, s in enumerate(steps)]
         step_rel_min = [min(d for d, _ in rels) if rels else INF for rels in step_rels]
-        heap: list[tuple[float, tuple[Any, ...], int, int, Any]] = []
+        # (bound, reversed, key, _EXPAND or _DONE, push order, (state, type, type index) or the complete state)
+        heap: list[tuple[float, int, tuple[Any, ...], int, int, Any]] = []
         counter = itertools.count()
         cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]] = {}
         hubs = _HubSide()
@@ -409,7 +414,7 @@ class Matcher:
                 ts = need[(h, td)]
                 # None: every candidate type of the edge (no filter when that is the whole catalog)
                 row: dict[str, Any] = {"id": sid, "h": h,
-                                       "types": (None if full else types) if None in ts else sorted(ts)}  # type: ignore[type-var]
+                                       "types": (None if full else types) if None in ts else sorted(ts)}
                 if step.closes:
                     row["t"] = td
                 rows_in.append(row)
@@ -584,8 +589,7 @@ class Matcher:
         deadline = deadline if deadline is not None else time.monotonic() + self.settings.deadline_s
         comps = pattern.components()
         if len(comps) == 1:
-            out = list(itertools.islice(self.iter_matches(pattern, cands, deadline=deadline, stats=stats), k))
-            return out, stats
+            return list(itertools.islice(self.iter_matches(pattern, cands, deadline=deadline, stats=stats), k)), stats
         # disconnected: combine the components' ordered streams, best sum first (exact, lazily pulled)
         gens = [self.iter_matches(c, _sub_candidates(c, cands), deadline=deadline, stats=stats) for c in comps]
         lists: list[list[Match]] = [[] for _ in comps]
@@ -600,18 +604,21 @@ class Matcher:
                     exhausted[ci] = True
             return lst[j] if j < len(lst) else None
 
+        def fetched(idx: tuple[int, ...]) -> list[Match]:
+            # the parts of an index on the heap: each was fetched (and found) before the index was pushed
+            return [lists[ci][j] for ci, j in enumerate(idx)]
+
         start = tuple(0 for _ in comps)
-        first = [get(ci, 0) for ci in range(len(comps))]
-        if any(m is None for m in first):
+        if any(m is None for m in [get(ci, 0) for ci in range(len(comps))]):  # each component's best, fetched
             return [], stats
+        first = fetched(start)
         heap = [(sum(m.gsd for m in first), sum(m.reversed for m in first), tuple(m.key for m in first), start)]
         seen = {start}
         out: list[Match] = []
         while heap and len(out) < k:
             gsd, _rev, _key, idx = heapq.heappop(heap)
-            parts = [get(ci, j) for ci, j in enumerate(idx)]
-            combined = _combine(parts, self.settings.distinct,  # type: ignore[arg-type]
-                                frozenset(n.id for n in pattern.known_nodes))
+            parts = fetched(idx)
+            combined = _combine(parts, self.settings.distinct, frozenset(n.id for n in pattern.known_nodes))
             if combined is not None:
                 out.append(combined)
             for ci in range(len(comps)):
@@ -622,9 +629,9 @@ class Matcher:
                 if m is None:
                     continue
                 seen.add(nxt)
-                ps = [get(cj, j) for cj, j in enumerate(nxt)]
-                heapq.heappush(heap, (sum(p.gsd for p in ps), sum(p.reversed for p in ps),  # type: ignore[union-attr]
-                                      tuple(p.key for p in ps), nxt))  # type: ignore[union-attr]
+                ps = fetched(nxt)
+                heapq.heappush(heap, (sum(p.gsd for p in ps), sum(p.reversed for p in ps), tuple(p.key for p in ps),
+                                      nxt))
         return out, stats
 
 

@@ -9,12 +9,15 @@ and distances are parameters.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine._config import injective_mode
 from engine.retrieval.statements import oracle_statement
 from engine.retrieval.matcher import Candidates, KGEdge, Match
 from engine.retrieval.pattern import Pattern
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import CypherReader
 
 
 def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool | str = True,
@@ -25,7 +28,7 @@ def oracle_query(pattern: Pattern, cands: Candidates, *, injective: bool | str =
     return oracle_statement(pattern, cands, allowed, distinct=injective_mode(injective), directed=directed)
 
 
-def oracle_matches(graph: Any, pattern: Pattern, cands: Candidates, *, limit: int = 1000,
+def oracle_matches(graph: CypherReader, pattern: Pattern, cands: Candidates, *, limit: int = 1000,
                    injective: bool | str = True, directed: bool = False) -> list[Match]:
     """Every isomorphic subgraph up to ``limit``, GSD ascending (duplicates of undirected self-loops removed)."""
     var = {nid: f"n{i}" for i, nid in enumerate(pattern.nodes)}

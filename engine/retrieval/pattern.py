@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Union
 
 from engine._errors import PatternError, PatternParseError
 from engine.retrieval.pattern_text import MISSING, find_triples, pattern_value
@@ -472,6 +472,11 @@ class Pattern:
         if len(self._key) > 4:
             parts.append(f"... +{len(self._key) - 4} more")
         return f"Pattern[{'; '.join(parts)}]"
+
+
+#: what the API takes as a pattern: a :class:`Pattern`, a ``{"triples": [[h, r, t], ...]}`` mapping, its JSON text
+#: or a list of triples (:func:`engine.retrieval.retriever.as_pattern`)
+PatternLike = Union[Pattern, Mapping[str, Any], str, Sequence[Sequence[str]]]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,13 +6,18 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
-from engine.retrieval.pattern import Pattern
+from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from engine._protocols import GraphReader, RelationRow, TextEmbedder, VectorIndex
 
 #: at most this many entities are taken from the top-k(t) types of a typed unknown node
 TYPE_CANDIDATE_LIMIT = 100_000
@@ -31,7 +36,7 @@ def normalize_name(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[str]]) -> Pattern:
+def as_pattern(pattern: PatternLike) -> Pattern:
     if isinstance(pattern, Pattern):
         return pattern
     if isinstance(pattern, Mapping):
@@ -44,16 +49,16 @@ def as_pattern(pattern: Pattern | Mapping[str, Any] | str | Sequence[Sequence[st
 class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
-    def __init__(self, graph: Any, vectors: Any, embedder: Any, settings: MatchSettings, *,
+    def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
                  text_cache_size: int = TEXT_CACHE_SIZE) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         self._has_types: bool | None = None
-        self._rel_matrix: tuple[list[int], Any] | None = None
+        self._rel_matrix: tuple[list[int], np.ndarray] | None = None
         self.text_cache_size = text_cache_size
-        self._text_cache: OrderedDict[str, Any] = OrderedDict()
+        self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._text_lock = threading.Lock()
 
-    def relation_matrix(self, catalog: Mapping[int, Any]) -> tuple[list[int], Any] | None:
+    def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
         """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
         if len(catalog) > LOCAL_RELATION_LIMIT:
             return None
@@ -66,7 +71,7 @@ class Retriever:
             self._rel_matrix = (rids, mat)
         return self._rel_matrix
 
-    def encode(self, texts: Sequence[str]) -> Any:
+    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
         """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached.
 
         Thread-safe: the vectors are taken out under the lock, so another thread's eviction cannot lose them.
@@ -76,7 +81,7 @@ class Retriever:
         import numpy as np
 
         unique = list(dict.fromkeys(texts))
-        got: dict[str, Any] = {}
+        got: dict[str, np.ndarray] = {}
         cache = self._text_cache
         with self._text_lock:
             for t in unique:
@@ -122,11 +127,12 @@ class Retriever:
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         node_hits: dict[str, dict[int, float]] = {}
-        if node_texts:
+        # vecs is None only when there are no texts (then no branch below reads it)
+        if node_texts and vecs is not None:
             res = self.vectors.search("entities", vecs[: len(node_texts)], settings.k_node)
             node_hits = {t: {eid: d for eid, d in hits} for t, hits in zip(node_texts, res)}
         rel_hits: dict[str, dict[str, float]] = {}
-        if rel_texts:
+        if rel_texts and vecs is not None:
             limit = min(settings.k_rel, len(catalog))
             qv = vecs[len(node_texts): len(node_texts) + len(rel_texts)]
             local = self.relation_matrix(catalog)
@@ -143,7 +149,7 @@ class Retriever:
                 for t, hits in zip(rel_texts, res):
                     rel_hits[t] = {catalog[rid].type: d for rid, d in hits if rid in catalog}
         type_hits: dict[str, list[int]] = {}
-        if type_texts:
+        if type_texts and vecs is not None:
             res = self.vectors.search("types", vecs[len(node_texts) + len(rel_texts):], settings.k_type)
             type_hits = {t: [tid for tid, _ in hits] for t, hits in zip(type_texts, res)}
         timings["vector"] = time.perf_counter() - t1
@@ -170,7 +176,8 @@ class Retriever:
             relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
         return Candidates(nodes, relations, type_names, cut)
 
-    def retrieve(self, pattern: Any, *, k: int | None = None, settings: MatchSettings | None = None) -> RetrievalResult:
+    def retrieve(self, pattern: PatternLike, *, k: int | None = None,
+                 settings: MatchSettings | None = None) -> RetrievalResult:
         settings = settings or self.settings
         k = k or settings.k
         pat = as_pattern(pattern)

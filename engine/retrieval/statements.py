@@ -20,8 +20,11 @@ class CandidateSets(Protocol):
     """What the oracle's statement reads of :class:`engine.retrieval.matcher.Candidates` (a Protocol, so that this module
     does not import the matcher, which imports it)."""
 
-    nodes: Mapping[str, Mapping[int, float] | None]
-    relations: Mapping[int, Mapping[str, float]]
+    @property
+    def nodes(self) -> Mapping[str, Mapping[int, float] | None]: ...
+
+    @property
+    def relations(self) -> Mapping[int, Mapping[str, float]]: ...
 
 
 def _direction(forward: bool | None) -> dict[str, Fragment]:

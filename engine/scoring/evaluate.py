@@ -119,13 +119,13 @@ def evaluate_scorer(model: Any, data: PreparedSet, ks: Sequence[int] = (50, 100,
     for key, bucket in rows.items():
         out[str(key)] = {name: float(np.mean(v)) for name, v in bucket.items()
                          if name not in ("ms", "cpu_ms", "edges")}
-        ms, cpu = bucket["ms"], bucket["cpu_ms"]
-        out[str(key)]["questions"] = len(ms)
-        out[str(key)]["score_p50_ms"] = float(np.percentile(ms, 50))
-        out[str(key)]["score_p95_ms"] = float(np.percentile(ms, 95))
-        out[str(key)]["score_cpu_p50_ms"] = float(np.percentile(cpu, 50))
-        out[str(key)]["score_cpu_p95_ms"] = float(np.percentile(cpu, 95))
-        big = [m for m, e in zip(ms, bucket["edges"]) if e >= 5000]
+        times, cpu_times = bucket["ms"], bucket["cpu_ms"]
+        out[str(key)]["questions"] = len(times)
+        out[str(key)]["score_p50_ms"] = float(np.percentile(times, 50))
+        out[str(key)]["score_p95_ms"] = float(np.percentile(times, 95))
+        out[str(key)]["score_cpu_p50_ms"] = float(np.percentile(cpu_times, 50))
+        out[str(key)]["score_cpu_p95_ms"] = float(np.percentile(cpu_times, 95))
+        big = [m for m, e in zip(times, bucket["edges"]) if e >= 5000]
         out[str(key)]["score_p95_ms_5k_10k_edges"] = float(np.percentile(big, 95)) if big else None
         out[str(key)]["edges_max"] = int(max(bucket["edges"]))
         out[str(key)]["edges_mean"] = float(np.mean(bucket["edges"]))

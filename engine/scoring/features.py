@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from engine.scoring.neighbourhood import Neighbourhood
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import GraphReader, VectorIndex
 
 __all__ = ["DEFAULT_CACHE_ENTITIES", "FeatureStore"]
 
@@ -30,7 +33,8 @@ class FeatureStore:
     ``capacity`` entity vectors are cached (least recently used evicted). Thread-safe.
     """
 
-    def __init__(self, vectors: Any, graph: Any, dim: int, capacity: int = DEFAULT_CACHE_ENTITIES) -> None:
+    def __init__(self, vectors: VectorIndex, graph: GraphReader, dim: int,
+                 capacity: int = DEFAULT_CACHE_ENTITIES) -> None:
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.vectors, self.graph, self.dim, self.capacity = vectors, graph, int(dim), int(capacity)

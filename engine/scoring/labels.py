@@ -108,12 +108,12 @@ def shortest_path_labels(
     for a0 in range(0, answers.numel(), chunk):
         d_a_u, d_a_v = d_a[a0:a0 + chunk][:, u], d_a[a0:a0 + chunk][:, v]  # [c, E]
         for i in range(topic.numel()):
-            length = lengths[i, a0:a0 + chunk]
-            ok = (length > 0) & (length < inf)
+            dist = lengths[i, a0:a0 + chunk]
+            ok = (dist > 0) & (dist < inf)
             if not bool(ok.any()):
                 continue
-            length = length[ok].unsqueeze(1)
-            on = (d_t_u[i] + 1 + d_a_v[ok] == length) | (d_t_v[i] + 1 + d_a_u[ok] == length)
+            dist = dist[ok].unsqueeze(1)
+            on = (d_t_u[i] + 1 + d_a_v[ok] == dist) | (d_t_v[i] + 1 + d_a_u[ok] == dist)
             labels |= on.any(0)
     return labels
 

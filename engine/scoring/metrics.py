@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Iterable
 
 import torch
 
@@ -41,7 +41,7 @@ def answer_recall_at_k(scores: torch.Tensor, edge_index: torch.Tensor, answers: 
     return hit / int(answers.numel())
 
 
-def answer_ceiling_at_k(heads: Sequence[int], tails: Sequence[int], answers: Sequence[int], k: int) -> int:
+def answer_ceiling_at_k(heads: Iterable[int], tails: Iterable[int], answers: Iterable[int], k: int) -> int:
     """The most answers any choice of ``k`` triples can cover (the ceiling of answer recall@K's numerator).
 
     Every answer in the neighbourhood lies on at least one triple, and a triple covers at most two answers

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from engine._cypher import render, rel_types
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import GraphReader
 
 __all__ = [
     "DEFAULT_HOPS",
@@ -148,7 +151,7 @@ def _empty(kg: str, types: tuple[str, ...], report: NeighbourhoodReport) -> Neig
 
 
 def fetch_neighbourhood(
-    graph: Any,
+    graph: GraphReader,
     anchors: Sequence[int],
     hops: int = DEFAULT_HOPS,
     max_edges: int = DEFAULT_MAX_EDGES,

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -25,10 +25,34 @@ from engine._errors import InputError
 from engine.scoring.neighbourhood import DEFAULT_HOPS, DEFAULT_MAX_EDGES, Neighbourhood, fetch_neighbourhood
 from engine.scoring.qa import QARecord, resolve_entities
 
-__all__ = ["CACHE_FORMAT", "PreparedSet", "prepare", "train_pos", "attach_masked_questions",
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._config import EngineConfig
+    from engine._protocols import GraphReader, TextEmbedder
+    from engine.scoring.features import FeatureStore
+
+__all__ = ["CACHE_FORMAT", "PreparedSet", "ScorerKG", "prepare", "train_pos", "attach_masked_questions",
            "attach_relation_path_labels"]
 
 CACHE_FORMAT = "isorag-scorer-cache/1"
+
+
+class ScorerKG(Protocol):
+    """What preparing and training a scorer read of an :class:`~engine.Engine` (a higher layer: not imported)."""
+
+    @property
+    def kg(self) -> str: ...
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def graph(self) -> GraphReader: ...
+
+    @property
+    def embedder(self) -> TextEmbedder: ...
+
+    @property
+    def scorer_features(self) -> FeatureStore: ...
 
 
 @dataclass
@@ -158,7 +182,7 @@ def train_pos(ex: dict[str, Any]) -> np.ndarray:
     return ex["pos"] if got is None else got
 
 
-def attach_masked_questions(data: PreparedSet, records: Sequence[QARecord], embedder: Any) -> int:
+def attach_masked_questions(data: PreparedSet, records: Sequence[QARecord], embedder: TextEmbedder) -> int:
     """Set ``data.q_walk_emb``: each question embedded with its topic mentions masked (its record's
     ``topics`` and bracketed spans, :func:`~engine.scoring.models.query_walk.mask_mentions`), one embedding call. Examples
     are matched to records by ``source`` and question; a question without a record keeps its text. Returns how many
@@ -179,7 +203,7 @@ def attach_masked_questions(data: PreparedSet, records: Sequence[QARecord], embe
     return changed
 
 
-def attach_relation_path_labels(data: PreparedSet, records: Sequence[QARecord], graph: Any = None,
+def attach_relation_path_labels(data: PreparedSet, records: Sequence[QARecord], graph: GraphReader | None = None,
                                 fallback: bool = True) -> dict[str, int]:
     """Set ``ex["train_pos"]`` of every example whose record has a relation path: the triples on walks that
     follow it (:func:`~engine.scoring.labels.path_labels_with_fallback`; ``fallback=False``: the walks alone).
@@ -198,7 +222,7 @@ def attach_relation_path_labels(data: PreparedSet, records: Sequence[QARecord], 
         if r is None:
             continue
         nb = data.neighbourhoods[ex["nb"]]
-        want = [names_to_type.get(x, x) for x in r.relation_path]
+        want = [names_to_type.get(x, x) for x in r.relation_path or ()]  # (records with a path only)
         if not all(w in nb.relation_types for w in want):
             counts["path_unknown_relation"] += 1
             continue
@@ -226,14 +250,14 @@ def _records_digest(records: Sequence[QARecord]) -> str:
 
 
 def prepare(
-    engine: Any,
+    engine: ScorerKG,
     records: Sequence[QARecord],
     *,
     hops: int = DEFAULT_HOPS,
     max_edges: int = DEFAULT_MAX_EDGES,
     cache: str | Path | None = None,
     progress: bool = True,
-    label_mode: str = "pair",
+    label_mode: Literal["pair", "set"] = "pair",
     echo: Callable[[str], None] | None = None,
 ) -> PreparedSet:
     """Neighbourhoods, labels and features of ``records`` on ``engine``'s KG (see the module docstring).
@@ -336,9 +360,9 @@ def prepare(
     step = 50_000
     for i in tqdm(range(0, node_eids.shape[0], step), desc="entity vectors", unit="batch", disable=not progress,
                   file=sys.stderr, dynamic_ncols=True):
-        got = store.vectors.get_vectors("entities", node_eids[i:i + step].tolist())
-        for j, e in enumerate(node_eids[i:i + step].tolist()):
-            v = got.get(e)
+        found = store.vectors.get_vectors("entities", node_eids[i:i + step].tolist())
+        for j, eid in enumerate(node_eids[i:i + step].tolist()):
+            v = found.get(eid)
             if v is not None:
                 node_vecs[i + j] = v
                 node_has[i + j] = True

@@ -13,9 +13,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from engine._errors import InputError, MalformedInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import GraphReader
 
 __all__ = ["QARecord", "read_qa", "read_relation_paths", "resolve_entities", "as_records"]
 
@@ -73,7 +76,7 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
     if not path.is_file():
         raise InputError(f"no question file at {path}")
     paths_from = "the relation paths"
-    if relation_paths is not None and not isinstance(relation_paths, (list, tuple)):
+    if isinstance(relation_paths, (str, Path)):  # a file; else the rows themselves
         paths_from = f"{relation_paths}"
         relation_paths = read_relation_paths(relation_paths)
     fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
@@ -118,12 +121,13 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
         if relation_paths is not None:
             if lineno > len(relation_paths):
                 raise InputError(f"{paths_from} has {len(relation_paths)} lines of relation paths, {path} more")
-            if relation_paths[lineno - 1]:
-                out[-1].relation_path = list(relation_paths[lineno - 1])
+            row = relation_paths[lineno - 1]
+            if row:
+                out[-1].relation_path = list(row)
     return out
 
 
-def resolve_entities(graph: Any, texts: Iterable[str]) -> dict[str, list[int]]:
+def resolve_entities(graph: GraphReader, texts: Iterable[str]) -> dict[str, list[int]]:
     """Entity ids of each text: by source key (one query), else by display name (one query for the rest)."""
     texts = list(dict.fromkeys(t for t in texts if t))
     out: dict[str, list[int]] = {}

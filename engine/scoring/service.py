@@ -27,11 +27,18 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from engine.scoring.neighbourhood import NeighbourhoodReport, fetch_neighbourhood
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._config import ScoringSettings
+    from engine._protocols import GraphReader, TextEmbedder, VectorIndex
+    from engine.retrieval.results import Entity
+    from engine.scoring.checkpoint import ScorerCheckpoint
+    from engine.scoring.features import FeatureStore
 
 __all__ = ["LinkedEntity", "ScoredTriple", "ScoredAnswer", "ScoringResult", "ScoringService", "question_ngrams",
            "STOPWORDS"]
@@ -62,9 +69,9 @@ class LinkedEntity:
 
 @dataclass(frozen=True)
 class ScoredTriple:
-    head: Any  # engine.retrieval.results.Entity
+    head: Entity
     relation: str
-    tail: Any
+    tail: Entity
     score: float
 
     def as_tuple(self) -> tuple[str, str, str]:
@@ -79,7 +86,7 @@ class ScoredTriple:
 class ScoredAnswer:
     """An answer extracted from the scored triples (no LLM): where confident paths from the anchors end."""
 
-    entity: Any
+    entity: Entity
     score: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,7 +98,7 @@ class ScoringResult:
     """What the scorer retrieved for one question."""
 
     triples: list[ScoredTriple]
-    anchors: list[Any]
+    anchors: list[Entity]
     answers: list[ScoredAnswer]
     report: NeighbourhoodReport
     model: str
@@ -141,7 +148,8 @@ class ScoringService:
     skips are :attr:`stopwords`.
     """
 
-    def __init__(self, checkpoint: Any, *, graph: Any, vectors: Any, embedder: Any, features: Any, settings: Any,
+    def __init__(self, checkpoint: ScorerCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
+                 embedder: TextEmbedder, features: FeatureStore, settings: ScoringSettings,
                  table_capacity: int | None = None, extra_stopwords: Iterable[str] | None = None) -> None:
         from engine.scoring.features import DEFAULT_CACHE_ENTITIES
 
@@ -265,7 +273,7 @@ class ScoringService:
         t2 = time.perf_counter()
         texts = [] if q_emb is not None else [question]
         has_walk = getattr(self.model, "walk", None) is not None
-        anchor_rows: dict[int, Any] = {}  # read here for the walk, kept for the names below
+        anchor_rows: Mapping[int, Mapping[str, Any]] = {}  # read here for the walk, kept for the names below
         if has_walk:
             # the relation walk's gates read the question with its topic mentions masked, as in training:
             # the linked n-grams, and the anchors' names where the question spells them
@@ -304,7 +312,7 @@ class ScoringService:
         need |= {int(nb.nodes[v]) for v, _ in cands} | {int(e) for e in nb.nodes[nb.anchors].tolist()}
         rows = {**anchor_rows, **self.graph.entities(sorted(need - anchor_rows.keys()))}
 
-        def ent(eid: int) -> Any:
+        def ent(eid: int) -> Entity:
             r = rows.get(eid) or {}
             return Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
 

@@ -30,7 +30,7 @@ import numpy as np
 from engine._errors import ConfigError, InputError
 from engine.scoring.evaluate import dev_recall
 from engine.scoring.neighbourhood import DEFAULT_HOPS, DEFAULT_MAX_EDGES
-from engine.scoring.prepared import PreparedSet, prepare, train_pos
+from engine.scoring.prepared import PreparedSet, ScorerKG, prepare, train_pos
 from engine.scoring.qa import QARecord, as_records
 
 __all__ = [
@@ -342,7 +342,7 @@ def split_dev(n: int, fraction: float, max_dev: int, seed: int) -> tuple[list[in
 
 
 def train_scorer(
-    engine: Any,
+    engine: ScorerKG,
     qa: str | Path | Sequence[str | Path] | Sequence[QARecord],
     *,
     model: str = "dde_mlp",

@@ -64,7 +64,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 from engine._errors import ConfigError, LocalServerError, StoreError, StoreUnavailableError
@@ -269,7 +269,7 @@ class _QuietProbes(logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_pymilvus():  # noqa: ANN202
+def _quiet_pymilvus() -> Iterator[None]:
     """pymilvus logs every refused or failed RPC as an ERROR: expected while probing, so not shown."""
     import pymilvus  # noqa: F401 - configures its loggers
 
@@ -423,16 +423,16 @@ def _render_config(home: Path, port: int) -> dict[str, int]:
     up when taken, so a second server (another home) can run next to the default one.
     """
     try:
-        from milvus import MilvusServerConfig  # type: ignore[import-untyped]
+        from milvus import MilvusServerConfig
     except ImportError as exc:  # pragma: no cover
         raise LocalServerError(
             "the embedded Milvus needs the 'milvus' package (pip install milvus==2.3.5)"
         ) from exc
 
-    class _Config(MilvusServerConfig):  # type: ignore[misc]
+    class _Config(MilvusServerConfig):  # type: ignore[misc]  # the milvus package ships no type information
         # The package binds without SO_REUSEADDR, which fails for a while after a restart
         # (TIME_WAIT); the server itself listens with SO_REUSEADDR.
-        def try_bind_port(self, p: int):  # noqa: ANN202
+        def try_bind_port(self, p: int) -> socket.socket | None:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -683,7 +683,7 @@ class LocalMilvus:
                 for idx in col.indexes:
                     field = next((f for f in col.schema.fields if f.name == idx.field_name), None)
                     dim = (field.params or {}).get("dim") if field is not None else None
-                    if not dim or field.dtype.name != "FLOAT_VECTOR":
+                    if field is None or not dim or field.dtype.name != "FLOAT_VECTOR":
                         continue
                     left = max(1, int(deadline - time.monotonic()))
                     col.search(
@@ -733,6 +733,7 @@ class LocalMilvus:
                     ) from None
                 time.sleep(0.2)
                 continue
+            metrics_port: int | None
             try:
                 pid, metrics_port = self._launch(fd)
             finally:

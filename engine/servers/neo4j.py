@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from engine._config import isorag_home
 from engine._errors import LocalServerError
@@ -345,7 +345,7 @@ class LocalNeo4j:
         except (ValueError, IndexError):
             return False
 
-    def _ready_info(self) -> dict:
+    def _ready_info(self) -> dict[str, Any]:
         try:
             return json.loads(self._ready_file.read_text())
         except (OSError, ValueError):
@@ -533,7 +533,7 @@ class LocalNeo4j:
             raise LocalServerError(f"neo4j-admin database import failed (exit {proc.returncode}) in {self.home}; "
                                    f"last lines of {log_path}:\n{tail(log_path, 30)}")
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         pid = self._find_pid()
         info = self._ready_info() if pid is not None else {}
         bolt_ok = pid is not None and port_open(self.port) and _bolt_query_ok(self.uri, timeout=5)

@@ -13,14 +13,17 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, overload
 
 from engine._config import Neo4jSettings, check_kg_name
 from engine._cypher import cypher, identifier, render
 from engine._errors import (ConfigError, DeadlineExceeded, IsoragError, KGLockedError, StoreError,
                             StoreUnavailableError, UnknownRelationError)
 
-_DRIVERS: dict[tuple[str, str, str], Any] = {}
+if TYPE_CHECKING:  # pragma: no cover - the driver loads at first use
+    import neo4j
+
+_DRIVERS: dict[tuple[str, str, str], neo4j.Driver] = {}
 _DRIVERS_LOCK = threading.Lock()
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
 _REL_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -80,6 +83,14 @@ def sanitize_relation(name: str) -> str:
     return f"{base[:TYPE_MAX]}__{hashlib.blake2b(name.encode('utf-8'), digest_size=3).hexdigest()}"
 
 
+@overload
+def name_key(name: str) -> str: ...
+
+
+@overload
+def name_key(name: None) -> None: ...
+
+
 def name_key(name: str | None) -> str | None:
     """The indexed form of an entity name (``isorag_name_key``): the name itself, or for a name over
     :data:`NAME_KEY_MAX_BYTES` bytes of UTF-8 a digest of it. A look-up by name sends the name with its key and
@@ -98,7 +109,7 @@ class RelationInfo:
     type: str
 
 
-def get_driver(settings: Neo4jSettings, uri: str) -> Any:
+def get_driver(settings: Neo4jSettings, uri: str) -> neo4j.Driver:
     """One driver per (uri, user, database) per process."""
     key = (uri, settings.user, settings.database or "")
     with _DRIVERS_LOCK:
@@ -159,7 +170,7 @@ class GraphStore:
         self._checked = False
 
     # -- low level ---------------------------------------------------------------------------------
-    def _run(self, query: str, params: Mapping[str, Any], *, write: bool) -> Any:
+    def _run(self, query: str, params: Mapping[str, Any], *, write: bool) -> neo4j.EagerResult:
         import neo4j
         from neo4j import exceptions as nex
 
@@ -189,7 +200,7 @@ class GraphStore:
             return StoreError(f"Neo4j at {self.uri} rejected a statement: {e.message}")
         return StoreError(f"Neo4j at {self.uri}: {e}")
 
-    def read(self, query: Any, **params: Any) -> list[dict[str, Any]]:
+    def read(self, query: str | neo4j.Query, **params: Any) -> list[dict[str, Any]]:
         """Run a read-only statement in a read-mode auto-commit transaction (read routing).
 
         One round trip (RUN and PULL pipelined) instead of a managed transaction's two: retrieval issues
@@ -217,7 +228,7 @@ class GraphStore:
     def read_named(self, name: str, **params: Any) -> list[dict[str, Any]]:
         return self.read(cypher(name), **params)
 
-    def write(self, query: str, **params: Any) -> Any:
+    def write(self, query: str, **params: Any) -> neo4j.SummaryCounters:
         """Run a statement in a write transaction; returns the summary counters."""
         res = self._run(query, params, write=True)
         return res.summary.counters
@@ -271,7 +282,7 @@ class GraphStore:
         return frozenset(ri.type for ri in self.relation_catalog().values())
 
     # -- bulk writes (used by loaders.bulk) ----------------------------------------------------------
-    def _write_rows(self, query: str, **params: Any) -> tuple[list[dict[str, Any]], Any]:
+    def _write_rows(self, query: str, **params: Any) -> tuple[list[dict[str, Any]], neo4j.SummaryCounters]:
         res = self._run(query, params, write=True)
         return [r.data() for r in res.records], res.summary.counters
 

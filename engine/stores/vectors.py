@@ -184,7 +184,7 @@ class VectorStore:
         kg: str = "default",
         model: str = "all-MiniLM-L6-v2",
         dim: int = 384,
-        index: dict | None = None,
+        index: dict[str, Any] | None = None,
         timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         from pymilvus import connections
@@ -270,7 +270,7 @@ class VectorStore:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
 
-    def _schema(self, kind: str):
+    def _schema(self, kind: str) -> Any:
         from pymilvus import CollectionSchema, DataType, FieldSchema
 
         fields = [FieldSchema(_PK[kind], DataType.INT64, is_primary=True, auto_id=False)]
@@ -735,7 +735,7 @@ class VectorStore:
             pos += k
         return out
 
-    def _query(self, kind: str, expr: str, fields: list[str], consistency: str) -> list[dict]:
+    def _query(self, kind: str, expr: str, fields: list[str], consistency: str) -> list[dict[str, Any]]:
         col = self._ensure_loaded(kind)
         try:
             return col.query(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine._cypher import Fragment, direction, label, rel_type, rel_types, render, variable
+from engine._cypher import Fragment, direction, identifier, label, rel_type, rel_types, render, variable
 from engine.retrieval.statements import expand_statement
 from engine._errors import ConfigError, UnknownRelationError
 
@@ -105,6 +105,13 @@ def test_render_takes_only_fragments_and_every_slot():
     with pytest.raises(ValueError):
         variable("n) DELETE (", 0)
     assert isinstance(render("match_expand", **slots), Fragment)
+
+
+def test_a_slot_may_be_called_name():
+    """The template's name is positional-only: the drops of isorag 0.1's schema fill a slot called ``name``
+    (``render("drop_index", name=...)`` raised a TypeError when the parameter could be given by keyword too)."""
+    assert render("drop_index", name=identifier("isorag_entity_name")) == "DROP INDEX `isorag_entity_name` IF EXISTS"
+    assert render("drop_constraint", name=identifier("a`b")) == "DROP CONSTRAINT `a``b` IF EXISTS"
 
 
 def test_render_drops_the_header_comment():

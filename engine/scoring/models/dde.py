@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.scoring.question_graph import BatchedGraphs
 
 __all__ = ["DDE", "QueryGatedDDE", "log_scale", "mean_aggregate"]
 
@@ -175,7 +179,7 @@ class QueryGatedDDE(nn.Module):
     def out_dim(self) -> int:
         return len(self.seqs)
 
-    def gates(self, b: "BatchedGraphs", dtype: torch.dtype = torch.float32) -> torch.Tensor:  # noqa: F821
+    def gates(self, b: BatchedGraphs, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``[R, rounds]`` gate of every relation row (each row belongs to one question)."""
         r_rows = b.rel_emb.shape[0]
         gq = self.gate_q(b.q_emb.to(dtype)).index_select(0, b.rel_batch)
@@ -183,7 +187,7 @@ class QueryGatedDDE(nn.Module):
         logit = (gq * gr).view(r_rows, self.rounds, self.gate_dim).sum(-1) / math.sqrt(self.gate_dim)
         return torch.sigmoid(logit + self.gate_bias)
 
-    def forward(self, b: "BatchedGraphs", dtype: torch.dtype = torch.float32) -> torch.Tensor:  # noqa: F821
+    def forward(self, b: BatchedGraphs, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         n = b.num_nodes
         head, tail = b.edge_index[0], b.edge_index[1]
         gate = self.gates(b, dtype).index_select(0, b.edge_rel)  # [E, rounds]

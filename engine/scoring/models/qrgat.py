@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +24,9 @@ def segment_softmax(logits: torch.Tensor, index: torch.Tensor, num_nodes: int) -
     """Softmax of ``logits [E, H]`` over the edges that share ``index`` (their receiving node)."""
     global _pyg_softmax
     if _pyg_softmax is None:  # torch_geometric takes seconds to import: only when a QR-GAT first runs
-        from torch_geometric.utils import softmax as _pyg_softmax
+        from torch_geometric.utils import softmax
+
+        _pyg_softmax = softmax
     return _pyg_softmax(logits, index, num_nodes=num_nodes)
 
 
@@ -284,7 +286,7 @@ class QRGAT(TripleScorer):
         """``[z_s, z_t]`` of the first forward layer, then of the first reverse layer (each ``[N, hidden]``).
         ``x``: :meth:`node_features` of ``b``, or None to make them only where they are read (not when the
         attached entity table gives the text terms)."""
-        lins = [m for conv in (self.forward_convs[0], self.reverse_convs[0]) for m in (conv.lin_s, conv.lin_t)]
+        lins = self._first_linears()
         dtype = self.nameless.dtype
         q = b.q_emb.to(dtype)
         text = None if dense else self._table_terms(b)
@@ -309,16 +311,23 @@ class QRGAT(TripleScorer):
             z = z.add_(zq) if b.num_graphs == 1 else z.add_(zq.index_select(0, b.node_batch))
         return list(z.chunk(4, dim=1))
 
+    def _first_linears(self) -> list[nn.Linear]:
+        """``W_s``, ``W_t`` of the first layer of the forward stack, then of the reverse one (a ModuleList's items
+        are typed as plain Modules: cast to the layer they are)."""
+        firsts = [cast(QRGATConv, convs[0]) for convs in (self.forward_convs, self.reverse_convs)]
+        return [m for conv in firsts for m in (conv.lin_s, conv.lin_t)]
+
     def entity_terms(self, emb: torch.Tensor) -> torch.Tensor:
         """An entity's text term in the four first-layer projections (``W_s``, ``W_t`` of both stacks),
         ``[M, 4 * hidden]``."""
-        lins = [m for conv in (self.forward_convs[0], self.reverse_convs[0]) for m in (conv.lin_s, conv.lin_t)]
+        lins = self._first_linears()
         return F.linear(emb, torch.cat([lin.weight[:, :self.emb_dim] for lin in lins], 0))
 
     # -- forward ------------------------------------------------------------------------------------------
 
-    def forward(self, graph: QuestionGraph | BatchedGraphs, return_attention: bool = False,  # type: ignore[override]
-                edges: torch.Tensor | None = None):
+    def forward(self, graph: QuestionGraph | BatchedGraphs, return_attention: bool = False,
+                edges: torch.Tensor | None = None,
+                ) -> torch.Tensor | tuple[torch.Tensor, dict[str, list[tuple[torch.Tensor, torch.Tensor]]]]:
         """Logits ``[E]``; with ``return_attention=True`` also ``{"forward"|"reverse": [(edge_index, alpha)]}``,
         one entry per layer, where ``edge_index`` is the message-passing graph (self-loops included) and
         ``alpha`` its ``[E', H]`` attention. With ``edges`` (indices into the batch's triples) only those

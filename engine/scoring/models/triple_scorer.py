@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.scoring.models.query_walk import QueryWalk
 from engine.scoring.question_graph import BatchedGraphs, QuestionGraph, batch_graphs
 
 __all__ = ["TripleScorer"]
@@ -22,6 +23,11 @@ class TripleScorer(nn.Module):
 
     _config: dict[str, Any]
     _entity_table: tuple[torch.Tensor, tuple[int, ...]] | None = None
+    #: the shared learned vector of entities without text (set by every subclass)
+    nameless: nn.Parameter
+    #: the relation walk and the Linear reading its triple features (subclasses built with ``walk=True``; else None)
+    walk: QueryWalk | None
+    walk_edge: nn.Linear | None
 
     def _remember_config(self, **kwargs: Any) -> None:
         self._config = dict(kwargs)
@@ -67,8 +73,7 @@ class TripleScorer(nn.Module):
         out = table.index_select(0, b.node_rows)
         nameless = ~b.has_text
         if bool(nameless.any()):
-            nameless_vec: torch.Tensor = self.nameless  # type: ignore[assignment]
-            out[nameless] = self.entity_terms(nameless_vec.unsqueeze(0).to(out.dtype))
+            out[nameless] = self.entity_terms(self.nameless.unsqueeze(0).to(out.dtype))
         return out
 
     # -- the question's relation walk (engine.scoring.models.query_walk), for models built with walk=True ---------------
@@ -86,9 +91,10 @@ class TripleScorer(nn.Module):
         return node, edge
 
     def _reset_walk(self) -> None:
-        if getattr(self, "walk", None) is not None:
-            self.walk.reset_parameters()
-            self.walk_edge.reset_parameters()
+        walk, walk_edge = getattr(self, "walk", None), getattr(self, "walk_edge", None)
+        if walk is not None and walk_edge is not None:  # (set together)
+            walk.reset_parameters()
+            walk_edge.reset_parameters()
 
     def train(self, mode: bool = True) -> TripleScorer:
         if mode:
