@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine._config import EngineConfig
-from engine._errors import ConfigError, KGNotFoundError
+from engine._errors import ConfigError, KGLockedError, KGNotFoundError
 from engine._secrets import mask_uri
 
 if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `import engine` stays light
@@ -202,6 +202,9 @@ class Engine:
         was, see :meth:`engine.stores.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG. A KG in
         neither store is a :class:`~engine._errors.KGNotFoundError` (and nothing is written)."""
         if not any(self.graph.stats()[k] for k in _COUNTED) and not self.vectors.existing_kinds():
+            holder = self.graph.lock_holder()  # a load that has not written its first batch yet
+            if holder is not None:
+                raise KGLockedError(self.kg, holder["info"], float(holder["expires_in_s"] or 0))
             raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
         with self.graph.lock("drop"):
             self.graph.drop()

@@ -141,6 +141,18 @@ def test_a_second_load_of_a_kg_fails_at_once_naming_the_first(make_engine: Any, 
     eng.load(path, progress=False)  # the lease was given back
 
 
+def test_drop_of_a_kg_whose_load_has_written_nothing_yet_names_the_writer(make_engine: Any) -> None:
+    """Between taking the lease and committing its first batch a load has written no entity: a drop then is
+    refused naming the writer, not answered with "the KG does not exist" (and writes nothing)."""
+    eng = make_engine()
+    other = make_engine(kg=eng.kg)
+    with eng.graph.lock("load test"):
+        with pytest.raises(KGLockedError, match=rf"KG {eng.kg!r} is being written by load test \(pid {os.getpid()}"):
+            other.drop()
+    with pytest.raises(KGNotFoundError):  # the lease given back, the KG still does not exist
+        other.drop()
+
+
 def test_the_lease_of_a_killed_loader_expires(make_engine: Any, tmp_path: Path, neo4j_uri: str,
                                               milvus_uri: str) -> None:
     eng = make_engine()
