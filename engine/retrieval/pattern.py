@@ -2,9 +2,9 @@
 
 A pattern is a small multigraph, possibly disconnected, given as triples ``(head, relation, tail)``:
 
-* a **node** is identified by its stripped text. It is *unknown* when the word ``UNKNOWN`` occurs in it
-  (case-insensitive, as a whole word: ``"UNKNOWN actor 1"``, ``"unknown 2"``, ``"UNKNOWN_film_1"``); an unknown
-  node carries an optional type hint, the text between ``UNKNOWN`` and a trailing number, lowercased
+* a **node** is identified by its stripped text. It is *unknown* when the word ``UNKNOWN`` occurs in it (in
+  capitals, as a whole word: ``"UNKNOWN actor 1"``, ``"UNKNOWN_film_1"``; ``"The Unknown"`` is a KG name); an
+  unknown node carries an optional type hint, the text between ``UNKNOWN`` and a trailing number, lowercased
   (``"UNKNOWN film 1"`` -> ``"film"``, ``"UNKNOWN 2"`` -> ``None``). Any other node is *known* and its text is
   what gets embedded.
 * an **edge** has a known relation (the text to embed) or an unknown one (any relation text containing
