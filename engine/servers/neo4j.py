@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator
 
 from engine._config import isorag_home
 from engine._errors import LocalServerError
-from engine.servers._process import port_open, say, tail
+from engine.servers._process import HOST, port_open, say, tail
 
 __all__ = [
     "LocalNeo4j",
@@ -61,7 +61,6 @@ __all__ = [
 SOURCE_DIR = Path(__file__).resolve().parent / "neo4j_launcher"
 MAIN_CLASS = "isorag.Neo4jServer"
 DEFAULT_PORT = 7687
-HOST = "127.0.0.1"
 #: the database a local instance serves (Community: one user database)
 GRAPH_DATABASE = "neo4j"
 _BUILD_FORMAT = "1"  # bump to force a rebuild when the build layout changes
