@@ -1,0 +1,286 @@
+"""The operations of a change set, and readers that make them from files.
+
+An operation names entities by their source *key* (as :class:`loaders.TripleRecord` does) and relations by their
+original name:
+
+``AddTriple(head, relation, tail)``      add the edge (and its entities when missing)
+``RemoveTriple(head, relation, tail)``   remove the edge; its entities stay (remove them with ``RemoveEntity``)
+``SetEntity(key, name, description, types)``
+                                         set what is not ``None``: the display name, a description (both are the
+                                         text the entity's vector is embedded from), the types (they replace the
+                                         entity's types, or are added to them when ``add_types`` is true)
+``RemoveEntity(key)``                    remove the entity with its triples
+``MergeEntity(source, target)``          ``target`` takes the triples and types of ``source``; ``source`` is removed
+                                         and its key is kept as an alias that later loads and changes resolve to
+                                         ``target``
+
+``line`` (and ``path``) say where an operation comes from, for messages (``file:line: reason``); they are not part
+of what the operation does, so two change sets with the same operations in the same order are the same change set.
+
+JSON Lines (:func:`read_changes`), one object per line, ``op`` first::
+
+    {"op": "add", "head": "Alien", "relation": "directed_by", "tail": "Ridley Scott"}
+    {"op": "remove", "head": "Alien", "relation": "release_year", "tail": "1978"}
+    {"op": "set", "key": "Ridley Scott", "name": "Sir Ridley Scott", "description": "...", "types": ["person"]}
+    {"op": "remove_entity", "key": "Prometheus"}
+    {"op": "merge", "source": "R. Scott", "target": "Ridley Scott"}
+
+Two triple files in any format ``isorag load`` reads (:func:`read_triple_files`): the removes first, then the adds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Union
+
+from engine._errors import ConfigError, MalformedInputError
+
+
+@dataclass(frozen=True, slots=True)
+class AddTriple:
+    """Add the edge ``head -relation-> tail`` (keys; the relation's original name)."""
+
+    head: str
+    relation: str
+    tail: str
+    line: int = 0
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTriple:
+    """Remove the edge ``head -relation-> tail``; an error (skipped unless strict) when it is not in the KG."""
+
+    head: str
+    relation: str
+    tail: str
+    line: int = 0
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SetEntity:
+    """Set the entity's display name, description and/or types (``None``: left as it is)."""
+
+    key: str
+    name: str | None = None
+    description: str | None = None
+    types: tuple[str, ...] | None = None
+    line: int = 0
+    path: str = ""
+    add_types: bool = False  # True: ``types`` are added to the entity's types instead of replacing them
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveEntity:
+    """Remove the entity and every triple it is in."""
+
+    key: str
+    line: int = 0
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeEntity:
+    """Merge ``source`` into ``target``: ``target`` takes its triples and types, ``source``'s key becomes an alias."""
+
+    source: str
+    target: str
+    line: int = 0
+    path: str = ""
+
+
+Op = Union[AddTriple, RemoveTriple, SetEntity, RemoveEntity, MergeEntity]
+
+#: JSON ``op`` values and the operation each makes (a few spellings each)
+OP_NAMES: dict[str, type[Any]] = {
+    "add": AddTriple, "add_triple": AddTriple,
+    "remove": RemoveTriple, "remove_triple": RemoveTriple, "delete": RemoveTriple,
+    "set": SetEntity, "set_entity": SetEntity, "rename": SetEntity,
+    "remove_entity": RemoveEntity, "delete_entity": RemoveEntity,
+    "merge": MergeEntity, "merge_entity": MergeEntity,
+}
+_FIELDS: dict[type[Any], tuple[str, ...]] = {
+    AddTriple: ("head", "relation", "tail"),
+    RemoveTriple: ("head", "relation", "tail"),
+    SetEntity: ("key",),
+    RemoveEntity: ("key",),
+    MergeEntity: ("source", "target"),
+}
+_SET_FIELDS = ("name", "description", "types")
+
+
+def where(op: Op) -> str:
+    """``file:line`` of an operation (or what is known of it), for messages."""
+    if op.path and op.line:
+        return f"{op.path}:{op.line}"
+    return op.path or (f"line {op.line}" if op.line else "<changes>")
+
+
+def identity(op: Op) -> tuple[Any, ...]:
+    """What an operation does, without where it comes from (the change set's hash is made of these)."""
+    if isinstance(op, (AddTriple, RemoveTriple)):
+        return (type(op).__name__, op.head, op.relation, op.tail)
+    if isinstance(op, SetEntity):
+        return ("SetEntity", op.key, op.name, op.description, op.types, op.add_types)
+    if isinstance(op, RemoveEntity):
+        return ("RemoveEntity", op.key)
+    return ("MergeEntity", op.source, op.target)
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return json.dumps(value)
+    return None
+
+
+def op_from_json(obj: Any, *, line: int = 0, path: str = "") -> Op:
+    """One JSON object as an operation; raises :class:`MalformedInputError` (``path:line: reason``) when it is not one."""
+    def bad(reason: str) -> MalformedInputError:
+        return MalformedInputError(path or "<changes>", line, reason)
+
+    if not isinstance(obj, dict):
+        raise bad(f"not a JSON object: got {type(obj).__name__}")
+    name = obj.get("op")
+    kind = OP_NAMES.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise bad(f"unknown op {name!r}; known: add, remove, set, remove_entity, merge")
+    fields = _FIELDS[kind]
+    missing = [f for f in fields if f not in obj]
+    if missing:
+        raise bad(f"op {name!r}: missing key: {', '.join(missing)}")
+    vals = {f: _text(obj[f]) for f in fields}
+    wrong = [f for f, v in vals.items() if v is None]
+    if wrong:
+        raise bad(f"op {name!r}: not a non-empty string: " + ", ".join(f"{f}={obj[f]!r}" for f in wrong))
+    if kind is SetEntity:
+        return _set_entity(obj, str(vals["key"]), line, path, bad)
+    if kind is MergeEntity and vals["source"] == vals["target"]:
+        raise bad(f"op 'merge': an entity cannot be merged into itself ({vals['source']!r})")
+    return kind(*vals.values(), line=line, path=path)  # type: ignore[no-any-return]
+
+
+def _set_entity(obj: dict[str, Any], key: str, line: int, path: str,
+                bad: Callable[[str], MalformedInputError]) -> SetEntity:
+    if not any(f in obj for f in _SET_FIELDS):
+        raise bad("op 'set': nothing to set (give name, description and/or types)")
+    name = description = None
+    if obj.get("name") is not None:
+        name = _text(obj["name"])
+        if name is None:
+            raise bad(f"op 'set': name must be a non-empty string, got {obj['name']!r}")
+    if obj.get("description") is not None:
+        if not isinstance(obj["description"], str):
+            raise bad(f"op 'set': description must be a string, got {obj['description']!r}")
+        description = obj["description"].strip()
+    types: tuple[str, ...] | None = None
+    if obj.get("types") is not None:
+        raw = obj["types"]
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list) or not all(isinstance(t, str) and t.strip() for t in raw):
+            raise bad(f"op 'set': types must be a list of non-empty strings, got {obj['types']!r}")
+        types = tuple(dict.fromkeys(t.strip() for t in raw))
+    add_types = obj.get("add_types", False)
+    if not isinstance(add_types, bool):
+        raise bad(f"op 'set': add_types must be true or false, got {add_types!r}")
+    return SetEntity(key, name, description, types, line=line, path=path, add_types=add_types)
+
+
+def op_to_json(op: Op) -> dict[str, Any]:
+    """The JSON Lines object of an operation (:func:`op_from_json` reads it back)."""
+    if isinstance(op, (AddTriple, RemoveTriple)):
+        return {"op": "add" if isinstance(op, AddTriple) else "remove",
+                "head": op.head, "relation": op.relation, "tail": op.tail}
+    if isinstance(op, SetEntity):
+        out: dict[str, Any] = {"op": "set", "key": op.key}
+        if op.name is not None:
+            out["name"] = op.name
+        if op.description is not None:
+            out["description"] = op.description
+        if op.types is not None:
+            out["types"] = list(op.types)
+        if op.add_types:
+            out["add_types"] = True
+        return out
+    if isinstance(op, RemoveEntity):
+        return {"op": "remove_entity", "key": op.key}
+    return {"op": "merge", "source": op.source, "target": op.target}
+
+
+def read_changes(path: str | Path, *, strict: bool = False,
+                 on_skip: Callable[[MalformedInputError], None] | None = None) -> Iterator[Op]:
+    """The operations of a JSON Lines change set, read lazily (``.gz`` / ``.bz2`` too).
+
+    A bad line (invalid JSON, unknown op, missing or empty field, a merge into itself) is a
+    :class:`MalformedInputError` ``file:line: reason``: raised with ``strict=True``, else passed to ``on_skip`` (or
+    logged) and skipped, as the loaders do. A missing file raises :class:`~engine._errors.InputError` at once.
+    """
+    from loaders._parsers import Reporter, iter_lines
+
+    p = Path(path)
+    if not p.is_file():
+        from engine._errors import InputError
+
+        raise InputError(f"{p}: no such file")
+    return _read_changes(p, Reporter(p, bool(strict), on_skip), iter_lines)
+
+
+def _read_changes(p: Path, rep: Any, iter_lines: Any) -> Iterator[Op]:
+    shown = str(p)
+    for n, text in iter_lines(p, rep):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            rep.error(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
+            continue
+        try:
+            yield op_from_json(obj, line=n, path=shown)
+        except MalformedInputError as e:
+            rep.error(n, e.reason)
+    rep.finish()
+
+
+def read_triple_files(add: str | Path | None = None, remove: str | Path | None = None, fmt: str | None = None, *,
+                      strict: bool = False, on_skip: Callable[[MalformedInputError], None] | None = None,
+                      **options: Any) -> Iterator[Op]:
+    """A change set from two triple files in any format ``isorag load`` reads (:func:`loaders.open_source`; the
+    format of each is detected unless ``fmt`` is given): every triple of ``remove`` as a :class:`RemoveTriple`, then
+    every triple of ``add`` as an :class:`AddTriple`. Entity records of ``add`` (names, types) become
+    :class:`SetEntity` operations that add their types; those of ``remove`` are ignored. Both files are checked
+    (options, existence) now and read lazily."""
+    from loaders import open_source
+
+    if add is None and remove is None:
+        raise ConfigError("read_triple_files: give add=FILE and/or remove=FILE")
+    sources = []
+    for path, adding in ((remove, False), (add, True)):
+        if path is not None:
+            recs = open_source(path, fmt, strict=strict, on_skip=on_skip, **options)
+            sources.append((str(path), adding, recs))
+    return _triple_ops(sources)
+
+
+def _triple_ops(sources: list[tuple[str, bool, Iterator[Any]]]) -> Iterator[Op]:
+    from loaders import TripleRecord
+
+    for path, adding, recs in sources:
+        for rec in recs:
+            if isinstance(rec, TripleRecord):
+                kind = AddTriple if adding else RemoveTriple
+                yield kind(rec.head, rec.relation, rec.tail, line=rec.line, path=path)
+            elif adding and (rec.name or rec.types):
+                yield SetEntity(rec.key, name=rec.name or None, types=tuple(rec.types) or None, line=rec.line,
+                                path=path, add_types=True)
+
+
+__all__ = [
+    "AddTriple", "RemoveTriple", "SetEntity", "RemoveEntity", "MergeEntity", "Op", "OP_NAMES",
+    "op_from_json", "op_to_json", "read_changes", "read_triple_files", "identity", "where",
+]
