@@ -494,17 +494,19 @@ class ChangeApplier:
                 report.wall_s = time.perf_counter() - t_start
                 return report
             resume = int(st.get("cs_batches") or 0) if st.get("cs_hash") == digest else 0
+            batch_size = self.batch_size
             if not resume:
                 at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 row = g.write_tx([(cypher("changes_begin"), {"kg": self.kg, "at": at, "hash": digest,
-                                                              "source": source})])[0][0]
+                                                              "source": source, "batch_size": batch_size})])[0][0]
                 report.version, report.version_at = int(row["seq"]), str(row["at"])
-            else:
+            else:  # the batches are cut as the run that committed the first ones cut them
                 report.version, report.version_at = int(st["seq"]), str(st["at"])
+                batch_size = int(st.get("cs_batch_size") or batch_size)
             bar = tqdm(total=total, desc="apply  (ops)", unit="op", disable=not self.progress, file=sys.stderr,
                        dynamic_ncols=True)
             try:
-                for i, batch in enumerate(_batches(_unspool(spool_path), self.batch_size)):
+                for i, batch in enumerate(_batches(_unspool(spool_path), batch_size)):
                     report.batches += 1
                     if i < resume:
                         report.batches_resumed += 1
