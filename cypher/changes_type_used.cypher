@@ -1,5 +1,6 @@
-// Whether any entity of the KG still has a relationship of one type (isorag's own), as a row; none: unused.
-MATCH (h:IsoragEntity)-[r{{rel_type}}]->()
-WHERE h.isorag_kg = $kg AND r.isorag_name IS NOT NULL
+// Whether any triple of the KG still has one relationship type (isorag's own, or a user's between adopted nodes, as
+// count_triples counts them), as a row; none: the type is unused.
+MATCH (h:IsoragEntity)-[r{{rel_type}}]->(t:IsoragEntity)
+WHERE h.isorag_kg = $kg AND t.isorag_kg = $kg
 RETURN 1 AS used
 LIMIT 1
