@@ -352,7 +352,7 @@ class ChangeApplier:
             if isinstance(op, AddTriple):
                 for k in (op.head, op.tail):
                     e = eid[k]
-                    if e not in ents:  # MERGEd: created when missing (or removed earlier in this batch)
+                    if e not in ents:  # created when missing (or removed earlier in this batch)
                         nm = default_name(k)
                         ents[e] = {"eid": e, "key": k, "name": nm, "name_key": name_key(nm), "types": []}
                 ty = sanitize_relation(op.relation)
@@ -364,11 +364,10 @@ class ChangeApplier:
             for r in rels.values():
                 if not _valid_type(r["type"]):
                     raise ConfigError(f"not a valid relationship type: {r['type']!r}")
-            stmts.append((cypher("merge_entities"), {"rows": list(ents.values()), "kg": kg}))
+            stmts.append((cypher("changes_add_entities"), {"rows": list(ents.values()), "kg": kg}))
 
             def read_entities(rows: list[dict[str, Any]]) -> None:
-                existed = {r["eid"] for r in rows}
-                stale_entities.update(e for e in ents if e not in existed)
+                stale_entities.update(r["eid"] for r in rows)  # created here: no vector yet
             readers.append(read_entities)
             stmts.append((cypher("merge_relation_types"), {"rows": list(rels.values()), "kg": kg}))
             readers.append(lambda rows: None)
