@@ -42,7 +42,7 @@ __all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "Tem
 FORMAT = "isorag-generator/1"
 DEFAULT_BEAM = 3
 #: hashed n-gram buckets and width of the hidden layer
-BUCKETS = 1 << 15
+BUCKETS = 1 << 14
 HIDDEN = 128
 
 

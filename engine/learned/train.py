@@ -57,9 +57,9 @@ class GeneratorRecord:
 
 @dataclass(frozen=True)
 class GeneratorSettings:
-    epochs: int = 40
-    patience: int = 4
-    lr: float = 2e-3
+    epochs: int = 60
+    patience: int = 8
+    lr: float = 1e-2
     batch: int = 128
     seed: int = 42
     dev_fraction: float = 0.1
