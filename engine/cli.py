@@ -885,9 +885,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--epochs", type=positive, default=60)
     s.add_argument("--patience", type=positive, default=8)
     s.add_argument("--seed", type=_int_type(0, SEED_MAX), default=42)
-    s.add_argument("--precision", type=_float_type(0, 1, lo_open=True), default=0.95,
+    s.add_argument("--precision", type=_float_type(0, 1, lo_open=True), default=0.99,
                    help="the router keeps a learned pattern whose probability is at least the threshold at which "
-                        "held-out patterns are right this often (default 0.95)")
+                        "held-out patterns are right this often (default 0.99)")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_train_generator)

@@ -92,13 +92,13 @@ class IsoragRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None) -> list[Document]:
-        k = k or self.k
-        got = self._retrieve(query, k)
+        n = k or self.k
+        got: tuple[Any, str | None] | None = self._retrieve(query, n)
         if got is None:
             from engine.answering.prompting import generate_pattern
 
-            pattern, text = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
-            got = self.engine.retrieve(pattern, k=k, **self.match), text
+            pattern, written = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = self.engine.retrieve(pattern, k=n, **self.match), written
         res, text = got
         return [] if res is None else self._documents(res, text)
 
@@ -107,13 +107,13 @@ class IsoragRetriever(BaseRetriever):
     ) -> list[Document]:
         import asyncio
 
-        k = k or self.k
-        got = await asyncio.to_thread(self._retrieve, query, k)
+        n = k or self.k
+        got: tuple[Any, str | None] | None = await asyncio.to_thread(self._retrieve, query, n)
         if got is None:
             from engine.answering.prompting import agenerate_pattern
 
-            pattern, text = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
-            got = await asyncio.to_thread(self.engine.retrieve, pattern, k, **self.match), text
+            pattern, written = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = await asyncio.to_thread(self.engine.retrieve, pattern, n, **self.match), written
         res, text = got
         return [] if res is None else self._documents(res, text)
 
