@@ -222,12 +222,26 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
                     echo: Callable[[str], None] | None = None) -> TrainedGenerator:
     """Train a generator for ``kg`` on ``records`` and write it to ``out`` (see the module docstring)."""
     import torch
+
+    s = settings or GeneratorSettings()
+    threads = torch.get_num_threads()
+    # one thread: the model is small, and a second thread contending for a busy core made steps 10x slower here
+    torch.set_num_threads(1)
+    try:
+        return _train(graph, vectors, embedder, records, kg=kg, out=out, s=s, progress=progress,
+                      say=echo or (lambda m: print(m, file=sys.stderr)))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, records: Sequence[GeneratorRecord], *,
+           kg: str, out: str | Path, s: GeneratorSettings, progress: bool,
+           say: Callable[[str], None]) -> TrainedGenerator:
+    import torch
     from tqdm import tqdm
 
     from engine.scoring.train import seed_everything
 
-    s = settings or GeneratorSettings()
-    say = echo or (lambda m: print(m, file=sys.stderr))
     t_start = time.perf_counter()
     seed_everything(s.seed)
     rng = random.Random(s.seed)
