@@ -1,6 +1,14 @@
 """MetaQA retrieval benchmark (SimGRAG's setting: k(n) = k(r) = 16, k = 3).
 
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
+    python benchmarks/metaqa.py --pattern learned [--limit N] [--split test --data DIR] [--no-router]
+
+``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (its gold
+patterns from the question types) and answers the other 20% (``--split test``: trained on the whole dev split,
+tested on ``qa_test.txt`` with its ``qa_test_qtype.txt`` from ``--data DIR``) as plain text, brackets removed;
+the same questions are answered with their gold patterns, and the router is measured with the scripted test LLM
+(benchmarks/_learned.py). The last line then has ``hits1``, ``hits1_gold``, ``linking_acc``, ``pattern_acc`` per
+hop and ``p50_ms`` per stage (link, generate, embed, vector, graph, total).
 
 For each question the gold pattern is built from its question type (qa_*_qtype.txt) and topic entity; the
 top-ranked answer entity of ``Engine.retrieve`` is checked against the gold answers (Hits@1), and the top-3
@@ -26,9 +34,9 @@ from _common import ROOT, emit, peak_rss_mb, percentile, start_servers
 DATA = ROOT.parent / "shared" / "data" / "metaqa"
 
 
-def read_questions(hop: int, split: str, limit: int | None) -> list[dict[str, Any]]:
-    qa = (DATA / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (DATA / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
+def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
+    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
+    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
     out = []
     for line, qtype in zip(qa, qt):
         q, ans = line.split("\t")
@@ -81,7 +89,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="dev")
     ap.add_argument("--hops", default="1,2,3")
-    ap.add_argument("--pattern", choices=["gold", "llm"], default="gold")
+    ap.add_argument("--pattern", choices=["gold", "llm", "learned"], default="gold")
+    ap.add_argument("--data", default=str(DATA), help="MetaQA folder ({1,2,3}-hop/qa_<split>.txt and its qtypes)")
+    ap.add_argument("--seed", type=int, default=42, help="--pattern learned: the split's and the training's seed")
+    ap.add_argument("--no-router", action="store_true", help="--pattern learned: skip the router measurement")
     ap.add_argument("--limit", type=int, default=None, help="first N questions per hop")
     ap.add_argument("--kg", default="metaqa")
     ap.add_argument("--kb", default=str(DATA / "kb.txt"))
@@ -121,6 +132,9 @@ def main() -> None:
             raise SystemExit("--pattern llm needs an LLM endpoint: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL")
     # warm-up: model, connections, caches
     eng.retrieve(gold_pattern("movie_to_director", "Inception"))
+    if args.pattern == "learned":
+        run_learned_mode(eng, args)
+        return
 
     hits1: dict[str, float] = {}
     hits3: dict[str, float] = {}
@@ -201,6 +215,42 @@ def main() -> None:
         misses.close()
     eng.close()
     emit("metaqa", result)
+
+
+def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
+    from _learned import print_summary, run_learned, split
+    from metaqa_qtypes import gold_pattern
+
+    from engine.retrieval.pattern import Pattern
+
+    data = Path(args.data)
+    hops = [int(h) for h in args.hops.split(",")]
+
+    def items(split_name: str, limit: int | None) -> list[dict[str, Any]]:
+        out = []
+        for hop in hops:
+            for q in read_questions(hop, split_name, limit, data):
+                out.append({**q, "text": q["question"].replace("[", "").replace("]", ""),
+                            "gold": Pattern.from_json(gold_pattern(q["qtype"], q["topic"]))})
+        return out
+
+    if args.split == "test":
+        train, test = items("dev", None), items("test", args.limit)
+    else:
+        train, test = [], []
+        for hop in hops:  # 80/20 within each hop
+            per = [q for q in items(args.split, args.limit) if q["hops"] == hop]
+            a, b = split(per, 0.8, args.seed)
+            train += a
+            test += b
+    for q in train + test:
+        q["hop"] = q["hops"]
+    result = run_learned(eng, train, test, name="metaqa", k=args.k, seed=args.seed, router=not args.no_router)
+    print_summary(result)
+    result = {"split": args.split, "pattern": "learned", "injective": args.injective, "k": args.k, **result,
+              "peak_rss_mb": round(peak_rss_mb(), 1)}
+    eng.close()
+    emit("metaqa_learned", result)
 
 
 if __name__ == "__main__":

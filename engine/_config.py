@@ -285,9 +285,17 @@ class EngineConfig:
     #: a triple-scorer checkpoint (``isorag train-scorer``); None: no scorer
     scorer: str | None = None
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
+    #: a pattern-generator file (``isorag train-generator``); None: the KG's default file when it exists
+    #: (``$ISORAG_HOME/generators/<kg>.pt``), else no generator
+    generator: str | None = None
+    #: who writes a question's pattern when none is given: "auto" (the learned generator without an LLM, or
+    #: when sure enough), "llm" or "learned" (:mod:`engine.learned.router`)
+    route: str = "auto"
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
+        if self.route not in ("auto", "llm", "learned"):
+            raise ConfigError(f"route must be auto, llm or learned, got {self.route!r}")
         if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device.strip().lower()):
             raise ConfigError(f"device must be auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
         if isinstance(self.shots, bool) or not isinstance(self.shots, int) or self.shots < 0:
@@ -296,7 +304,8 @@ class EngineConfig:
     @classmethod
     def from_env(cls, **overrides: Any) -> "EngineConfig":
         """From ``ISORAG_KG``, ``NEO4J_*``, ``MILVUS_*``, ``ISORAG_EMBEDDING_MODEL``, ``ISORAG_DEVICE``,
-        ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD`` and ``ISORAG_SCORER``; keyword
+        ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD``, ``ISORAG_SCORER``, ``ISORAG_GENERATOR``
+        and ``ISORAG_ROUTE``; keyword
         ``overrides`` win. A bad value is a ConfigError naming its variable."""
         env = os.environ
         kw: dict[str, Any] = {}
@@ -322,11 +331,19 @@ class EngineConfig:
         setting("ISORAG_SHOTS", "shots", _int_at_least(0))
         setting("ISORAG_VERIFY_THRESHOLD", "verify", lambda v: VerifySettings(threshold=float(v)))
         setting("ISORAG_SCORER", "scorer", str.strip)
+        setting("ISORAG_GENERATOR", "generator", str.strip)
+        setting("ISORAG_ROUTE", "route", _check_route)
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 
     def with_(self, **changes: Any) -> "EngineConfig":
         return replace(self, **changes)
+
+
+def _check_route(value: str) -> str:
+    if value.strip() not in ("auto", "llm", "learned"):
+        raise ConfigError("use auto, llm or learned")
+    return value.strip()
 
 
 def _check_device(value: str) -> str:

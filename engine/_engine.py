@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `impor
     from engine.answering.pipeline import Pipeline
     from engine.answering.results import Answer, StreamEvent, Verdict
     from engine.integrations.langchain import IsoragRetriever
+    from engine.learned.generator import PatternGenerator, Proposal
+    from engine.learned.train import GeneratorRecord, GeneratorSettings, TrainedGenerator
     from engine.llm import LLM
     from engine.retrieval.pattern import PatternLike
     from engine.retrieval.results import RetrievalResult
@@ -68,6 +70,7 @@ class Engine:
         self._fewshot: dict[str, list[dict[str, Any]]] = {}
         self._scorer: ScoringService | None = None
         self._features: FeatureStore | None = None
+        self._generator: PatternGenerator | None = None
         self._kg_found = False  # require_kg passed (reset by load and drop)
 
     # -- components (lazy: a component starts or connects at first use) -------------------------------
@@ -160,6 +163,7 @@ class Engine:
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
         self._retriever = None  # relation catalog changed
         self._features = None
+        self._generator = None
         self._kg_found = False
         return summary
 
@@ -314,6 +318,68 @@ class Engine:
                               "(train one with `isorag train-scorer`)")
         return sc
 
+    # -- the learned pattern generator (engine.learned) ----------------------------------------------------
+    def generator_path(self) -> Path | None:
+        """The generator file in use: ``config.generator`` (``ISORAG_GENERATOR``), else this KG's default file
+        (:func:`default_generator_path`) when it exists, else None."""
+        if self.config.generator:
+            return Path(self.config.generator).expanduser()
+        path = default_generator_path(self.kg)
+        return path if path.is_file() else None
+
+    @property
+    def generator(self) -> PatternGenerator | None:
+        """The learned pattern generator (:class:`~engine.learned.generator.PatternGenerator`) of
+        :meth:`generator_path`, or None. Loaded at first use and checked against this KG and embedding model."""
+        with self._lock:
+            if self._generator is None:
+                path = self.generator_path()
+                if path is None:
+                    return None
+                from engine.learned.generator import PatternGenerator, load_generator
+
+                self.require_kg()
+                emb = self.embedder
+                ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug)
+                self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb)
+            return self._generator
+
+    def _need_generator(self) -> PatternGenerator:
+        from engine.learned.router import NO_GENERATOR_HELP
+
+        gen = self.generator
+        if gen is None:
+            raise ConfigError(NO_GENERATOR_HELP)
+        return gen
+
+    def propose(self, query: str, *, beam: int = 3) -> Proposal:
+        """The learned generator's patterns for ``query`` in plain text: linked topics and a beam of patterns with
+        their probabilities (:class:`~engine.learned.generator.Proposal`). Needs a generator."""
+        return self._need_generator().propose(query, beam=beam)
+
+    def train_generator(self, qa: str | Path | Sequence[str | Path] | Sequence[GeneratorRecord], *,
+                        out: str | Path | None = None, settings: GeneratorSettings | None = None,
+                        limit: int | None = None, progress: bool = True) -> TrainedGenerator:
+        """Train this KG's pattern generator (:func:`engine.learned.train.train_generator`) from question files
+        (MetaQA lines, JSON Lines such as ``isorag synth`` output) or records, and write it to ``out`` (default:
+        :func:`default_generator_path`, where :meth:`ask` finds it). Returns a TrainedGenerator."""
+        from engine.learned.train import GeneratorRecord, read_records, train_generator
+
+        self.require_kg()
+        if isinstance(qa, (str, Path)):
+            qa = [qa]
+        items = list(qa)
+        records = [x for x in items if isinstance(x, GeneratorRecord)]
+        for x in items:
+            if not isinstance(x, GeneratorRecord):
+                records.extend(read_records(x, limit=limit))
+        target = Path(out).expanduser() if out is not None else default_generator_path(self.kg)
+        res = train_generator(self.graph, self.vectors, self.embedder, records, kg=self.kg, out=target,
+                              settings=settings, progress=progress)
+        with self._lock:
+            self._generator = None  # the next use loads the new file
+        return res
+
     # -- the LLM and its few-shot examples ---------------------------------------------------------------
     @property
     def llm(self) -> LLM | None:
@@ -353,10 +419,12 @@ class Engine:
         cfg = self.config
         return Pipeline(retriever=lambda: self.retriever, llm=lambda: self.llm, fewshot=self.fewshot,
                         scorer=self._need_scorer if cfg.scorer else None, kg=self.kg, match=cfg.match,
-                        verify=cfg.verify)
+                        verify=cfg.verify,
+                        generator=self._need_generator if self.generator_path() is not None else None,
+                        route=cfg.route)
 
     def ask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None, raise_errors: bool = True,
-            **match: Any) -> Answer:
+            route: str | None = None, **match: Any) -> Answer:
         """Answer ``query`` from the KG: the LLM's pattern (or ``pattern``), the top-``k`` subgraphs, the LLM's
         answer over them (without an LLM: the entities bound to the pattern's unknown target). Returns an
         :class:`~engine.answering.Answer`; a failing stage raises, or with ``raise_errors=False`` is reported in
@@ -364,34 +432,39 @@ class Engine:
         from engine.answering.drivers import drive
 
         _check_k(k)
-        return drive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
+        return drive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, route=route,
+                                                 **match))
 
     async def aask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
-                   raise_errors: bool = True, **match: Any) -> Answer:
+                   raise_errors: bool = True, route: str | None = None, **match: Any) -> Answer:
         """The async twin of :meth:`ask`."""
         from engine.answering.drivers import adrive
 
         _check_k(k)
-        return await adrive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
+        return await adrive(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, route=route,
+                                                 **match))
 
     def ask_stream(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
-                   raise_errors: bool = True, **match: Any) -> Iterator[StreamEvent]:
+                   raise_errors: bool = True, route: str | None = None, **match: Any) -> Iterator[StreamEvent]:
         """:meth:`ask` as events: ``PatternEvent``, ``SubgraphsEvent``, ``TokenEvent``... and ``AnswerEvent``."""
         from engine.answering.drivers import stream
 
         _check_k(k)
-        return stream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
+        return stream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, route=route,
+                                                 **match))
 
     def aask_stream(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
-                    raise_errors: bool = True, **match: Any) -> AsyncIterator[StreamEvent]:
+                    raise_errors: bool = True, route: str | None = None, **match: Any) -> AsyncIterator[StreamEvent]:
         """The async twin of :meth:`ask_stream` (an async iterator)."""
         from engine.answering.drivers import astream
 
         _check_k(k)
-        return astream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, **match))
+        return astream(self._pipeline().ask(query, pattern=pattern, k=k, raise_errors=raise_errors, route=route,
+                                                 **match))
 
     def verify(self, claim: str, *, pattern: PatternLike | None = None, k: int | None = None,
-               threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Verdict:
+               threshold: float | None = None, raise_errors: bool = True, route: str | None = None,
+               **match: Any) -> Verdict:
         """Check ``claim`` against the KG: a :class:`~engine.answering.Verdict` (SUPPORTED, REFUTED or
         NOT_ENOUGH_INFO) with its evidence. With an LLM, SimGRAG's True/False over the evidence; without one,
         the rule of :mod:`engine.answering.verification` (``threshold`` overrides ``config.verify.threshold``)."""
@@ -399,16 +472,17 @@ class Engine:
 
         _check_k(k)
         return drive(self._pipeline().verify(claim, pattern=pattern, k=k, threshold=threshold,
-                                             raise_errors=raise_errors, **match))
+                                             raise_errors=raise_errors, route=route, **match))
 
     async def averify(self, claim: str, *, pattern: PatternLike | None = None, k: int | None = None,
-                      threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Verdict:
+                      threshold: float | None = None, raise_errors: bool = True, route: str | None = None,
+               **match: Any) -> Verdict:
         """The async twin of :meth:`verify`."""
         from engine.answering.drivers import adrive
 
         _check_k(k)
         return await adrive(self._pipeline().verify(claim, pattern=pattern, k=k, threshold=threshold,
-                                                    raise_errors=raise_errors, **match))
+                                                    raise_errors=raise_errors, route=route, **match))
 
     def verify_many(self, claims: Iterable[Any], *, concurrency: int = 4, raise_errors: bool = False,
                     **kw: Any) -> list[Verdict]:
@@ -449,6 +523,13 @@ class Engine:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def default_generator_path(kg: str) -> Path:
+    """Where a KG's pattern generator is written and found by default: ``$ISORAG_HOME/generators/<kg>.pt``."""
+    from engine._config import isorag_home
+
+    return isorag_home() / "generators" / f"{kg}.pt"
 
 
 def _check_k(k: Any) -> None:

@@ -461,6 +461,8 @@ def print_answer(ans: Any) -> None:
     print(f"question: {ans.query}")
     if ans.pattern is not None:
         origin = "LLM" if ans.pattern_text is not None else "given"
+        if getattr(ans, "pattern_source", None) == "learned":
+            origin = f"learned, probability {ans.pattern_probability:.3f}"
         print(f"pattern ({origin}): {json.dumps(ans.pattern.to_json(), ensure_ascii=False)}")
     warnings = _print_unmatched(ans)
     if ans.failed_stage:
@@ -496,16 +498,23 @@ def print_answer(ans: Any) -> None:
         print(f"warning: {w}")
 
 
-_NO_LLM = ("no LLM to write the pattern: pass --pattern, or configure one with ISORAG_LLM_BASE_URL and "
-           "ISORAG_LLM_MODEL")
+_NO_LLM = ("no LLM to write the pattern and no pattern generator for this KG: pass --pattern, train a generator "
+           "(isorag train-generator), or configure an LLM with ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL")
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     with _engine(args, k_node=args.k_node, k_rel=args.k_rel, deadline_s=args.deadline) as eng:
-        if args.pattern is None and eng.llm is None:
-            raise ConfigError(_NO_LLM)
+        route = args.route or eng.config.route
+        if args.pattern is None:
+            has_gen = route != "llm" and eng.generator_path() is not None
+            if route == "learned" and not has_gen:
+                from engine.learned.router import NO_GENERATOR_HELP
+
+                raise ConfigError(NO_GENERATOR_HELP)
+            if not has_gen and eng.llm is None:
+                raise ConfigError(_NO_LLM)
         eng.require_kg()
-        ans = eng.ask(args.question, pattern=args.pattern, k=args.k, raise_errors=False)
+        ans = eng.ask(args.question, pattern=args.pattern, k=args.k, raise_errors=False, route=route)
     if args.json:
         _print_json(ans.to_dict())
     elif ans.failed_stage != "pattern":
@@ -582,6 +591,35 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_generator(args: argparse.Namespace) -> int:
+    """Train the KG's pattern generator (plain-text questions -> patterns, no LLM) and write its file."""
+    from engine.learned.train import GeneratorSettings, read_records
+
+    settings = GeneratorSettings(epochs=args.epochs, patience=args.patience, seed=args.seed, precision=args.precision)
+    records = [r for path in args.qa for r in read_records(path, limit=args.limit)]  # checked before anything starts
+    with _engine(args) as eng:
+        res = eng.train_generator(records, out=args.out, settings=settings, progress=not args.quiet)
+    if args.json:
+        _print_json(res.to_dict())
+    else:
+        print(f"trained the pattern generator of KG {eng.kg!r} on {res.questions:,} questions ({res.templates} "
+              f"templates) in {res.train_s:.1f} s; held out {res.dev_questions:,}: linking {res.linking_acc:.4f}, "
+              f"pattern {res.pattern_acc:.4f}; router threshold {res.threshold:.3f}; seed {res.seed}")
+        print(f"generator: {res.checkpoint}")
+    return 0
+
+
+def _demo_generator(eng: Engine, quiet: bool) -> None:
+    """Train the demo KG's pattern generator on the demo's own questions (seconds), so that a plain question
+    is answered with no LLM."""
+    from engine.learned.train import GeneratorSettings
+
+    print("\n== training the demo's pattern generator on its questions (plain-text questions, no LLM)", flush=True)
+    res = eng.train_generator(DEMO_DIR / "questions.jsonl", settings=GeneratorSettings(dev_fraction=0.0),
+                              progress=not quiet)
+    print(f"generator: {res.checkpoint} ({res.questions} questions, {res.templates} templates, {res.train_s:.1f} s)")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Start the local servers, load the bundled demo KG, print its stats and answer a demo question."""
     args.kg = args.kg or "demo"
@@ -599,9 +637,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ans = eng.ask(q["question"], pattern=q["pattern"], raise_errors=False)
             print_answer(ans)
             print(f"   expected: {', '.join(q['answers'][:5])}")
+            _demo_generator(eng, args.quiet)
+            plain = q["question"].replace("[", "").replace("]", "")
+            print(f"\n== the same question in plain text, pattern by the learned generator (no LLM): {plain}")
+            print_answer(eng.ask(plain, raise_errors=False, route="learned"))
             if eng.llm is not None:
                 print(f"\n== the same question, pattern and answer by the LLM ({eng.llm!r})")
-                print_answer(eng.ask(q["question"], raise_errors=False))
+                print_answer(eng.ask(q["question"], raise_errors=False, route="llm"))
             else:
                 print("\n(no LLM configured: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL to have it write the "
                       "pattern and the answer)")
@@ -729,6 +771,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fewshot", type=_fewshot_type,
                    help="few-shot examples: a bundled name or a directory (default demo)")
     s.add_argument("--no-llm", action="store_true", help="do not use the LLM even when one is configured")
+    s.add_argument("--route", choices=["auto", "llm", "learned"],
+                   help="who writes the pattern: auto (default: the learned generator without an LLM or when sure "
+                        "enough, else the LLM), llm, learned")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_ask)
 
@@ -834,6 +879,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_train_scorer)
+
+    s = command("train-generator", help="train the KG's pattern generator (plain-text questions -> patterns, "
+                                        "no LLM) from question-answer pairs")
+    s.add_argument("--qa", nargs="+", type=_in_file, required=True,
+                   help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines {question, topics (or seeds), "
+                        "answers, pattern?} such as `isorag synth` output; without a pattern, the relation path "
+                        "is found in the KG")
+    s.add_argument("--out", type=_out_file, help="generator file (default: $ISORAG_HOME/generators/<kg>.pt, "
+                                                 "where ask finds it)")
+    s.add_argument("--kg", type=_kg_type, default=None)
+    s.add_argument("--limit", type=positive, help="read at most this many questions per file")
+    s.add_argument("--epochs", type=positive, default=60)
+    s.add_argument("--patience", type=positive, default=8)
+    s.add_argument("--seed", type=_int_type(0, SEED_MAX), default=42)
+    s.add_argument("--precision", type=_float_type(0, 1, lo_open=True), default=0.95,
+                   help="the router keeps a learned pattern whose probability is at least the threshold at which "
+                        "held-out patterns are right this often (default 0.95)")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_train_generator)
 
     s = command("demo", help="load the bundled demo KG and answer a demo question")
     s.add_argument("--kg", type=_kg_type, default=None)

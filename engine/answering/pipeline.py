@@ -62,6 +62,7 @@ from engine.retrieval.retriever import as_pattern
 from engine.retrieval.verbalize import verbalize_subgraphs
 
 if TYPE_CHECKING:  # pragma: no cover
+    from engine.learned.generator import PatternGenerator, Proposal
     from engine.retrieval.retriever import Retriever
     from engine.scoring.service import ScoringResult, ScoringService
 
@@ -317,8 +318,13 @@ class Pipeline:
 
     def __init__(self, *, retriever: Callable[[], Retriever], llm: Callable[[], LLM | None],
                  fewshot: Callable[[str], list[dict[str, Any]]], scorer: Callable[[], ScoringService] | None = None,
-                 kg: str = "", match: MatchSettings | None = None, verify: VerifySettings | None = None) -> None:
+                 kg: str = "", match: MatchSettings | None = None, verify: VerifySettings | None = None,
+                 generator: Callable[[], PatternGenerator] | None = None, route: str = "auto") -> None:
+        from engine.learned.router import check_route
+
         self._retriever = retriever
+        self._generator = generator
+        self.route = check_route(route)
         self._llm = llm
         self._fewshot = fewshot
         self._scorer = scorer
@@ -329,44 +335,70 @@ class Pipeline:
     # -- the entry points: one flow each --------------------------------------------------------------------
 
     def ask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None, raise_errors: bool = True,
-            **match: Any) -> Flow[Answer]:
+            route: str | None = None, **match: Any) -> Flow[Answer]:
         """The flow that answers ``query``. It emits a PatternEvent and a SubgraphsEvent when it has them, and one
         TokenEvent with the answer's text when that text does not come from the LLM (which a :class:`Generate`
         may stream)."""
+        from engine.learned.router import check_route
+
         run = Run(Answer(query), raise_errors)
-        return Flow(run, self._answer(run, pattern, k, match))
+        return Flow(run, self._answer(run, pattern, k, check_route(route or self.route), match))
 
     def verify(self, claim: str, *, pattern: PatternLike | None = None, k: int | None = None,
-               threshold: float | None = None, raise_errors: bool = True, **match: Any) -> Flow[Verdict]:
+               threshold: float | None = None, raise_errors: bool = True, route: str | None = None,
+               **match: Any) -> Flow[Verdict]:
         """The flow that judges ``claim`` (``threshold`` overrides the rule's ``VerifySettings.threshold``)."""
+        from engine.learned.router import check_route
+
         run = Run(Verdict(claim), raise_errors)
         vs = self.verify_settings if threshold is None else replace(self.verify_settings, threshold=threshold)
-        return Flow(run, self._judge(run, pattern, k, vs, match))
+        return Flow(run, self._judge(run, pattern, k, check_route(route or self.route), vs, match))
 
     # -- the flows ------------------------------------------------------------------------------------------
 
-    def _answer(self, run: Run, pattern: PatternLike | None, k: int | None, match: Mapping[str, Any]) -> Steps[Answer]:
+    def _answer(self, run: Run, pattern: PatternLike | None, k: int | None, route: str,
+                match: Mapping[str, Any]) -> Steps[Answer]:
         r = run.result
         assert isinstance(r, Answer)
         try:
             pat = run.given_pattern(pattern)
             text = None
             scorer = self._scorer is not None
+            beam: list[tuple[Pattern, float]] | None = None
+            if pat is not None:
+                r.pattern_source = "given"
+            else:
+                beam = yield from self._route(run, r.query, route, claim=False)
+                if beam is not None and not beam and not scorer:
+                    run.stage_name = "generate"
+                    raise PatternError("the pattern generator has no pattern for this question: "
+                                       + "; ".join(r.warnings[-1:]))
             # with a scorer and no LLM, a question without a pattern goes to the scorer alone
-            if pat is None and not (scorer and self._llm() is None):
+            if pat is None and beam is None and not (scorer and self._llm() is None):
                 try:
                     with run.stage("llm_pattern"):  # the client starts at first use
                         pat, text = yield from self._pattern(run, r.query, "pattern")
+                    r.pattern_source = "llm"
                 except PatternError as e:
                     if not scorer:
                         raise
                     r.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
+            tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
             res = None
-            if pat is not None:
+            if tries:
+                with run.stage("retrieve"):
+                    for n, (pat, prob) in enumerate(tries):
+                        res = yield Call(self._retrieve, (pat, k, match))
+                        if res.subgraphs:
+                            break
+                assert pat is not None and res is not None
+                if beam:
+                    r.pattern_probability = prob
+                    if n:
+                        r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing: pattern {n + 1} "
+                                          f"(probability {prob:.3f}) answers")
                 run.set_pattern(pat, text)
                 yield Emit(PatternEvent(pat, text))
-                with run.stage("retrieve"):
-                    res = yield Call(self._retrieve, (pat, k, match))
                 run.set_retrieval(res)
                 yield Emit(SubgraphsEvent(r.subgraphs, r.evidence, res))
             matched = res is not None and bool(res.subgraphs)
@@ -376,7 +408,8 @@ class Pipeline:
                 with run.stage("scoring"):
                     sr = yield Call(self._score, (r.query, anchors))
                 scored = run.add_scored(sr)
-            llm = self._llm()
+            # a learned pattern is answered without the LLM (the router kept it to spare the LLM)
+            llm = None if r.pattern_source == "learned" else self._llm()
             if llm is not None and (matched or scored):
                 with run.stage("llm_answer"):
                     prompt = render_answer_prompt(r.query, r.evidence, self._fewshot("answer"))
@@ -384,24 +417,66 @@ class Pipeline:
                 r.answer_source = "llm"
             else:
                 r.text = run.scorer_text() if scorer and not matched else run.default_text(self.kg)
+                if r.answer_source == "pattern" and r.pattern_source == "learned":
+                    r.answer_source = "learned"
                 yield Emit(TokenEvent(r.text))
         except IsoragError as e:
             run.fail(e)
         run.finish()
         return r
 
-    def _judge(self, run: Run, pattern: PatternLike | None, k: int | None, vs: VerifySettings,
+    def _route(self, run: Run, text: str, route: str, claim: bool) -> Generator[Request, Any,
+                                                                           list[tuple[Pattern, float]] | None]:
+        """The learned generator's beam for ``text`` when the router keeps it (:mod:`engine.learned.router`),
+        an empty list when it must and has none, None when the LLM writes the pattern."""
+        from engine.learned.router import NO_GENERATOR_HELP, keeps_learned
+
+        r = run.result
+        if route == "llm" or (route == "auto" and self._generator is None):
+            return None
+        if self._generator is None:
+            run.stage_name = "pattern"
+            raise ConfigError(NO_GENERATOR_HELP)
+        with run.stage("generate"):  # the generator loads at first use
+            prop, threshold = yield Call(self._propose, (text, claim))
+        r.timings["link"] = prop.timings["link"]
+        r.timings["generate"] = r.timings.pop("generate")  # after link, as they ran
+        r.proposal = prop
+        r.warnings.extend(prop.warnings)
+        has_llm = route != "learned" and self._llm() is not None
+        if not keeps_learned(route, prop.probability, threshold, has_llm):
+            r.warnings.append(f"the learned pattern's probability {prop.probability:.3f} is under the router's "
+                              f"threshold {threshold:.3f}: the LLM writes the pattern")
+            return None
+        if not prop.beam:
+            return None if has_llm else []
+        r.pattern_source = "learned"
+        r.pattern_probability = prop.probability
+        return prop.beam
+
+    def _judge(self, run: Run, pattern: PatternLike | None, k: int | None, route: str, vs: VerifySettings,
                match: Mapping[str, Any]) -> Steps[Verdict]:
         v = run.result
         assert isinstance(v, Verdict)
         try:
             pat = run.given_pattern(pattern)
             text = None
-            if pat is None:
-                with run.stage("llm_pattern"):  # the client starts at first use
-                    pat, text = yield from self._pattern(run, v.claim, "claim", claim=True)
+            if pat is not None:
+                v.pattern_source = "given"
+            else:
+                beam = yield from self._route(run, v.claim, route, claim=True)
+                if beam is not None and not beam:
+                    run.stage_name = "generate"
+                    raise PatternError("the pattern generator has no pattern for this claim: "
+                                       + "; ".join(v.warnings[-1:]))
+                if beam:
+                    pat = beam[0][0]
+                else:
+                    with run.stage("llm_pattern"):  # the client starts at first use
+                        pat, text = yield from self._pattern(run, v.claim, "claim", claim=True)
+                    v.pattern_source = "llm"
             run.set_pattern(pat, text)
-            llm = self._llm()
+            llm = None if v.pattern_source == "learned" else self._llm()
             if llm is None:
                 with run.stage("verify"):
                     res, label, reason, relaxed = yield Call(self._rule, (pat, k, self._settings(match), vs))
@@ -449,6 +524,11 @@ class Pipeline:
     def _rule(self, pattern: Pattern, k: int | None, settings: MatchSettings,
               vs: VerifySettings) -> tuple[RetrievalResult, str, str, str | None]:
         return judge_claim(self._retriever(), pattern, k=k, settings=settings, verify=vs)
+
+    def _propose(self, text: str, claim: bool) -> tuple[Proposal, float]:
+        assert self._generator is not None
+        gen = self._generator()
+        return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold
 
     def _score(self, query: str, anchors: list[int] | None) -> ScoringResult:
         assert self._scorer is not None

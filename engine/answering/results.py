@@ -11,6 +11,7 @@ from engine.retrieval.pattern import Pattern
 from engine.retrieval.results import AnswerEntity, RetrievalResult, Subgraph, unmatched_dict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from engine.learned.generator import Proposal
     from engine.scoring.service import ScoredAnswer, ScoringResult
 
 __all__ = [
@@ -62,9 +63,16 @@ class Answer:
     usage: dict[str, float] = field(default_factory=dict)
     retrieval: RetrievalResult | None = None
     warnings: list[str] = field(default_factory=list)
-    #: who gave ``text``: "llm", "pattern" (the entities bound to the pattern's target, no LLM) or "scorer"
-    #: (no pattern matched and no LLM: extracted from the scored triples, see ``scored_answers``)
+    #: who gave ``text``: "llm", "pattern" (the entities bound to the given pattern's target, no LLM), "learned"
+    #: (the same for the learned generator's pattern, see ``proposal``) or "scorer" (no pattern matched and no LLM:
+    #: extracted from the scored triples, see ``scored_answers``)
     answer_source: str | None = None
+    #: the learned generator's proposal (linked topics, beam of patterns with probabilities), when it ran
+    proposal: Proposal | None = None
+    #: the probability of the learned pattern used (None: the pattern came from the caller or the LLM)
+    pattern_probability: float | None = None
+    #: who wrote the pattern: "given", "llm" or "learned" (``route``: the router's choice)
+    pattern_source: str | None = None
     #: the triple scorer's retrieval (``config.scorer``): an :class:`~engine.scoring.service.ScoringResult`
     scored: ScoringResult | None = None
     #: answers extracted from the scored triples (``answer_source == "scorer"``), best first
@@ -102,6 +110,9 @@ class Answer:
             "scored": self.scored.to_dict() if self.scored is not None else None,
             "scored_answers": [a.to_dict() for a in self.scored_answers],
             "unmatched": unmatched_dict(self.unmatched),
+            "proposal": self.proposal.to_dict() if self.proposal is not None else None,
+            "pattern_probability": self.pattern_probability,
+            "pattern_source": self.pattern_source,
         }
 
     def to_json(self, **kw: Any) -> str:
@@ -139,6 +150,11 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
     #: named pattern nodes that are no KG entity's name, with the closest names (``RetrievalResult.unmatched``)
     unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    #: the learned generator's proposal for the claim, when it wrote the pattern
+    proposal: Proposal | None = None
+    pattern_probability: float | None = None
+    #: who wrote the pattern: "given", "llm" or "learned"
+    pattern_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -164,6 +180,9 @@ class Verdict:
             "usage": dict(self.usage),
             "warnings": list(self.warnings),
             "unmatched": unmatched_dict(self.unmatched),
+            "proposal": self.proposal.to_dict() if self.proposal is not None else None,
+            "pattern_probability": self.pattern_probability,
+            "pattern_source": self.pattern_source,
         }
 
     def to_json(self, **kw: Any) -> str:

@@ -2,11 +2,14 @@
 
     from engine.integrations.langchain import IsoragRetriever
     retriever = IsoragRetriever(engine=eng, k=3)          # or eng.as_retriever(k=3)
-    docs = retriever.invoke("who directed Heat")          # the LLM writes the pattern
+    docs = retriever.invoke("who directed Heat")          # the learned generator or the LLM writes the pattern
+    docs = retriever.invoke("who directed Heat", k=1)     # k per call
     docs = retriever.invoke('{"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}')
 
-A query that is a pattern (JSON ``{"triples": [...]}``) is used as it is; plain text needs the engine's LLM to
-turn it into a pattern (without one: a ConfigError that says how to configure one). One Document per subgraph,
+A query that is a pattern (JSON ``{"triples": [...]}``) is used as it is; plain text is turned into a pattern by the
+engine's router (:mod:`engine.learned.router`): the learned generator (``isorag train-generator``) when there is no
+LLM or its pattern is sure enough, else the LLM (with neither: a ConfigError that says how to get one). A learned
+beam is tried in order until a pattern matches. One Document per subgraph,
 best GSD first: ``page_content`` is the subgraph in SimGRAG's format, ``("h", "r", "t"), ...``; ``metadata``
 has ``gsd``, ``rank``, ``triples`` (``[[h, r, t], ...]``), ``mapping`` (pattern node -> entity name), ``pattern``
 and ``kg``.
@@ -52,29 +55,67 @@ class IsoragRetriever(BaseRetriever):
     #: MatchSettings overrides for every query (``k_node``, ``k_rel``, ``deadline_s``...)
     match: dict[str, Any] = {}
 
-    def _pattern(self, query: str) -> tuple[Pattern, str | None]:
-        pat = _as_pattern(query)
-        if pat is not None:
-            return pat, None
+    def _learned(self, query: str) -> list[Pattern] | None:
+        """The learned beam for plain text when the router keeps it, else None (the LLM writes the pattern)."""
+        from engine.learned.router import keeps_learned
         from engine.llm import NO_LLM_HELP
-        from engine.answering.prompting import generate_pattern
 
-        llm = self.engine.llm
-        if llm is None:
-            raise ConfigError(NO_LLM_HELP)
-        return generate_pattern(llm, query, self.engine.fewshot("pattern"))
+        route = self.engine.config.route
+        gen = None if route == "llm" else self.engine.generator
+        has_llm = route != "learned" and self.engine.llm is not None
+        if gen is None:
+            if route == "learned":
+                from engine.learned.router import NO_GENERATOR_HELP
 
-    async def _apattern(self, query: str) -> tuple[Pattern, str | None]:
+                raise ConfigError(NO_GENERATOR_HELP)
+            if not has_llm:
+                raise ConfigError(NO_LLM_HELP)
+            return None
+        prop = gen.propose(query)
+        if not keeps_learned(route, prop.probability, gen.threshold, has_llm) or (has_llm and not prop.beam):
+            return None
+        return [p for p, _ in prop.beam]
+
+    def _retrieve(self, query: str, k: int) -> tuple[Any, str | None] | None:
+        """The result of the query's pattern (a JSON pattern, or the learned beam's first that matches); None when
+        the LLM must write it."""
         pat = _as_pattern(query)
-        if pat is not None:
-            return pat, None
-        from engine.llm import NO_LLM_HELP
-        from engine.answering.prompting import agenerate_pattern
+        beam = [pat] if pat is not None else self._learned(query)
+        if beam is None:
+            return None
+        res = None
+        for p in beam:
+            res = self.engine.retrieve(p, k=k, **self.match)
+            if res.subgraphs:
+                break
+        return res, None
 
-        llm = self.engine.llm
-        if llm is None:
-            raise ConfigError(NO_LLM_HELP)
-        return await agenerate_pattern(llm, query, self.engine.fewshot("pattern"))
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None) -> list[Document]:
+        k = k or self.k
+        got = self._retrieve(query, k)
+        if got is None:
+            from engine.answering.prompting import generate_pattern
+
+            pattern, text = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = self.engine.retrieve(pattern, k=k, **self.match), text
+        res, text = got
+        return [] if res is None else self._documents(res, text)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
+        import asyncio
+
+        k = k or self.k
+        got = await asyncio.to_thread(self._retrieve, query, k)
+        if got is None:
+            from engine.answering.prompting import agenerate_pattern
+
+            pattern, text = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = await asyncio.to_thread(self.engine.retrieve, pattern, k, **self.match), text
+        res, text = got
+        return [] if res is None else self._documents(res, text)
 
     def _documents(self, res: Any, pattern_text: str | None) -> list[Document]:
         from engine.retrieval.verbalize import verbalize_triple
@@ -96,17 +137,3 @@ class IsoragRetriever(BaseRetriever):
                 },
             ))
         return docs
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        pattern, text = self._pattern(query)
-        res = self.engine.retrieve(pattern, k=self.k, **self.match)
-        return self._documents(res, text)
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        import asyncio
-
-        pattern, text = await self._apattern(query)
-        res = await asyncio.to_thread(self.engine.retrieve, pattern, self.k, **self.match)
-        return self._documents(res, text)

@@ -1,0 +1,176 @@
+"""The learned-pattern benchmark shared by metaqa.py and pathquestion.py (``--pattern learned``).
+
+Train the KG's pattern generator on the training questions (their gold patterns as templates), then answer each test
+question in plain text through ``Engine.ask(route="learned")`` with no LLM, and the same question with its gold
+pattern through ``Engine.retrieve``. Per hop: linking accuracy, pattern accuracy (the top pattern's template equals
+the gold one), Hits@1 / Hits@3 of both; p50 / p95 per stage (link, generate, embed, vector, graph, total). Then
+the router with the scripted test LLM (tests/helpers/llm_server.py, answering each pattern prompt with the gold
+pattern): the share of questions it sends to the LLM at the generator's calibrated threshold and the Hits@1 of the
+learned answers it keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, RESULTS, percentile
+
+STAGES = ("link", "generate", "embed", "vector", "graph", "total")
+
+
+def norm(s: str) -> str:
+    return " ".join(s.lower().replace("_", " ").split())
+
+
+def _hits(names: list[str], gold: set[str]) -> tuple[bool, bool]:
+    names = [norm(n) for n in names]
+    return bool(names) and names[0] in gold, any(n in gold for n in names[:3])
+
+
+def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]], *, name: str, k: int,
+                seed: int, router: bool = True, progress: bool = True) -> dict[str, Any]:
+    """``train`` / ``test`` items: ``{"question" (with [brackets] around the topic where the data has them),
+    "text" (plain), "topic", "answers", "gold" (Pattern), "hop"}``."""
+    from tqdm import tqdm
+
+    from engine.learned.templates import Template
+    from engine.learned.train import GeneratorSettings, make_record
+    from engine.retrieval.retriever import normalize_name
+
+    out = RESULTS / f"generator_{name}.pt"
+    records = [make_record(q["question"], None if "[" in q["question"] else [q["topic"]], q["answers"], q["gold"])
+               for q in train]
+    t0 = time.perf_counter()
+    trained = eng.train_generator(records, out=out, settings=GeneratorSettings(seed=seed), progress=progress)
+    train_s = time.perf_counter() - t0
+    print(f"generator: {json.dumps(trained.to_dict())}", flush=True)
+    eng.config = eng.config.with_(generator=str(out))
+    gen = eng.generator
+    threshold = gen.threshold
+    # warm-up: the model, connections, caches
+    eng.ask(test[0]["text"], route="learned", raise_errors=False)
+
+    per_hop: dict[str, dict[str, Any]] = {}
+    stages: dict[str, list[float]] = {s: [] for s in STAGES}
+    gold_stages: dict[str, list[float]] = {s: [] for s in ("embed", "vector", "graph", "total")}
+    kept: list[tuple[float, bool]] = []
+    for q in tqdm(test, desc="learned vs gold", unit="q", disable=not progress):
+        h = per_hop.setdefault(str(q["hop"]), {"n": 0, "link": 0, "pattern": 0, "h1": 0, "h3": 0, "g1": 0, "g3": 0})
+        gold = {norm(a) for a in q["answers"]}
+        t1 = time.perf_counter()
+        ans = eng.ask(q["text"], k=k, route="learned", raise_errors=False)
+        wall = (time.perf_counter() - t1) * 1000
+        for s in STAGES:
+            stages[s].append(ans.timings.get(s, 0.0) if s != "total" else ans.timings.get("total", wall))
+        prop = ans.proposal
+        linked = [normalize_name(t.name) for t in prop.linked] if prop is not None else []
+        h["link"] += linked == [normalize_name(q["topic"])]
+        want = Template.from_pattern(q["gold"], [q["topic"]])
+        h["pattern"] += bool(prop is not None and prop.templates and linked == [normalize_name(q["topic"])]
+                             and prop.templates[0] == want)
+        h1, h3 = _hits([a.entity.name for a in ans.answers], gold)
+        h["h1"] += h1
+        h["h3"] += h3
+        res = eng.retrieve(q["gold"], k=k)
+        for s in gold_stages:
+            gold_stages[s].append(res.timings.get(s, 0.0))
+        g1, g3 = _hits([a.entity.name for a in res.answers], gold)
+        h["g1"] += g1
+        h["g3"] += g3
+        h["n"] += 1
+        kept.append((ans.pattern_probability or 0.0, h1))
+
+    def share(key: str) -> dict[str, float]:
+        return {hop: round(v[key] / max(v["n"], 1), 4) for hop, v in sorted(per_hop.items())}
+
+    result: dict[str, Any] = {
+        "questions": {hop: v["n"] for hop, v in sorted(per_hop.items())},
+        "train_questions": len(train), "hits1": share("h1"), "hits3": share("h3"),
+        "hits1_gold": share("g1"), "hits3_gold": share("g3"), "linking_acc": share("link"),
+        "pattern_acc": share("pattern"),
+        "hits1_gap": {hop: round((v["g1"] - v["h1"]) / max(v["n"], 1), 4) for hop, v in sorted(per_hop.items())},
+        "p50_ms": {s: round(percentile(v, 50), 2) for s, v in stages.items()},
+        "p95_ms": {s: round(percentile(v, 95), 2) for s, v in stages.items()},
+        "gold_p50_ms": {s: round(percentile(v, 50), 2) for s, v in gold_stages.items()},
+        "generator": {"train_s": round(train_s, 1), "templates": trained.templates, "threshold": round(threshold, 4),
+                      "seed": seed, "heldout_linking_acc": trained.linking_acc,
+                      "heldout_pattern_acc": trained.pattern_acc},
+    }
+    keep = [h for p, h in kept if p >= threshold]
+    result["router_offline"] = {"threshold": round(threshold, 4),
+                                "share_to_llm": round(1 - len(keep) / max(len(kept), 1), 4),
+                                "hits1_kept": round(sum(keep) / max(len(keep), 1), 4)}
+    if router:
+        result["router"] = run_router(eng, test, k=k, progress=progress)
+    return result
+
+
+def run_router(eng: Any, test: list[dict[str, Any]], *, k: int, progress: bool) -> dict[str, Any]:
+    """``route="auto"`` with the scripted test LLM, which writes each pattern it is asked for as the gold one."""
+    from tqdm import tqdm
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.llm_server import Reply, ScriptedLLMServer
+
+    from engine.llm import LLMConfig, make_llm
+
+    state: dict[str, Any] = {"gold": None}
+
+    def respond(body: dict[str, Any]) -> Reply:
+        gold, state["gold"] = state["gold"], None  # the first request of a question is its pattern prompt
+        return Reply(json.dumps(gold) if gold is not None else "ok")
+
+    server = ScriptedLLMServer().start()
+    server.responder = respond
+    eng.llm = make_llm(LLMConfig(base_url=server.base_url, model="scripted", api_key="test"))
+    try:
+        sent = learned = learned_hits = llm_hits = 0
+        for q in tqdm(test, desc="router (scripted LLM)", unit="q", disable=not progress):
+            state["gold"] = q["gold"].to_json()
+            before = len(server.requests)
+            ans = eng.ask(q["text"], k=k, route="auto", raise_errors=False)
+            asked = len(server.requests) > before
+            gold = {norm(a) for a in q["answers"]}
+            h1, _ = _hits([a.entity.name for a in ans.answers], gold)
+            if asked:
+                sent += 1
+                llm_hits += h1
+            else:
+                learned += 1
+                learned_hits += h1
+        n = max(len(test), 1)
+        return {"questions": len(test), "share_to_llm": round(sent / n, 4),
+                "hits1_learned_kept": round(learned_hits / max(learned, 1), 4),
+                "hits1_llm_gold_patterns": round(llm_hits / max(sent, 1), 4),
+                "hits1_overall": round((learned_hits + llm_hits) / n, 4)}
+    finally:
+        eng.llm = False
+        server.stop()
+
+
+def split(items: list[dict[str, Any]], share: float, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A seeded split of ``items``: (training ``share``, the rest)."""
+    import random
+
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    cut = int(len(items) * share)
+    return [items[i] for i in sorted(order[:cut])], [items[i] for i in sorted(order[cut:])]
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    for hop in result["questions"]:
+        print(f"{hop}: {result['questions'][hop]} questions  linking {result['linking_acc'][hop]:.4f}  pattern "
+              f"{result['pattern_acc'][hop]:.4f}  Hits@1 {result['hits1'][hop]:.4f} (gold {result['hits1_gold'][hop]:.4f})"
+              f"  Hits@3 {result['hits3'][hop]:.4f} (gold {result['hits3_gold'][hop]:.4f})", flush=True)
+    print(f"latency p50 (ms): {result['p50_ms']}\nlatency p95 (ms): {result['p95_ms']}")
+    if "router" in result:
+        print(f"router: {result['router']}")
+
+
+__all__ = ["run_learned", "run_router", "split", "print_summary", "replace", "Path"]

@@ -1,0 +1,8 @@
+"""Patterns without an LLM (DESIGN §13): topic entities linked from plain text (:mod:`.linking`), the learned
+pattern generator, a classifier over the KG's pattern templates conditioned on the question (:mod:`.generator`),
+its training from question-answer pairs (:mod:`.train`), the templates and their derivation from the KG
+(:mod:`.templates`) and the router that asks an LLM only when the learned pattern is unsure (:mod:`.router`)."""
+
+from engine.learned.templates import Template
+
+__all__ = ["Template"]

@@ -1,0 +1,320 @@
+"""The learned pattern generator: a question in plain text -> a beam of patterns with their probabilities.
+
+The model is a classifier over the pattern templates of the training questions (:mod:`engine.learned.templates`),
+conditioned on the question with its topic mentions masked (``X``)::
+
+    h = W_e e(q) + mean_{g in ngrams(q)} E[hash(g)]        e(q): the sentence embedding of the masked question
+    p(template | q) = softmax(W_o relu(h))                 ngrams: its lower-cased word 1-3-grams, hashed
+
+A template that cannot match at the linked topics (an edge at a topic whose relation the topic entity has no
+relationship of, read from the KG in one query) gets no probability; the rest are renormalized. A pattern's
+probability is that of its template times the linking confidence of its topics.
+
+A generator is one ``torch.save`` file of plain data (``weights_only``): ``{"format": "isorag-generator/1", "kg",
+"embedding_slug", "emb_dim", "templates", "state_dict", "config", "link", "threshold", "seed", "info"}``.
+``threshold``: the router's, calibrated on held-out training questions (:mod:`engine.learned.router`).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine._errors import CheckpointError
+from engine.learned.linking import MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
+from engine.learned.templates import Template
+from engine.retrieval.pattern import Pattern
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from engine._protocols import GraphReader, TextEmbedder, VectorIndex
+
+__all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "TemplateClassifier", "featurize",
+           "load_generator", "save_generator"]
+
+FORMAT = "isorag-generator/1"
+DEFAULT_BEAM = 3
+#: hashed n-gram buckets and width of the hidden layer
+BUCKETS = 1 << 14
+HIDDEN = 128
+
+
+def ngram_ids(text: str, buckets: int = BUCKETS) -> list[int]:
+    """Bucket ids of the lower-cased word 1-3-grams of ``text`` (a stable hash: crc32)."""
+    return sorted({zlib.crc32(g.encode("utf-8")) % buckets for g in word_ngrams(text, 3)}) or [0]
+
+
+def _classifier_class() -> Any:
+    import torch
+    from torch import nn
+
+    class TemplateClassifier(nn.Module):  # type: ignore[misc]
+        """``logits = W_o relu(W_e e + mean E[ngrams])`` (see the module docstring).
+
+        Shapes: ``emb`` [B, dim], ``ids`` [N] with ``offsets`` [B] (EmbeddingBag), logits [B, templates]."""
+
+        def __init__(self, dim: int, templates: int, buckets: int = BUCKETS, hidden: int = HIDDEN,
+                     dropout: float = 0.1) -> None:
+            super().__init__()
+            self.config = {"dim": dim, "templates": templates, "buckets": buckets, "hidden": hidden,
+                           "dropout": dropout}
+            self.proj = nn.Linear(dim, hidden)
+            self.bag = nn.EmbeddingBag(buckets, hidden, mode="mean")
+            self.drop = nn.Dropout(dropout)
+            self.out = nn.Linear(hidden, templates)
+
+        def forward(self, emb: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.proj(emb) + self.bag(ids, offsets))
+            return self.out(self.drop(h))  # type: ignore[no-any-return]
+
+    return TemplateClassifier
+
+
+TemplateClassifier = _classifier_class()
+
+
+def featurize(ids: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+    """EmbeddingBag inputs (flat ids, offsets) for a batch of id lists."""
+    import torch
+
+    flat = [i for row in ids for i in row]
+    offsets = np.cumsum([0] + [len(r) for r in ids[:-1]])
+    return torch.as_tensor(flat, dtype=torch.long), torch.as_tensor(offsets, dtype=torch.long)
+
+
+@dataclass
+class GeneratorCheckpoint:
+    kg: str
+    embedding_slug: str
+    emb_dim: int
+    templates: list[Template]
+    model: Any
+    link: LinkModel
+    threshold: float
+    seed: int
+    info: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+
+def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
+    import torch
+
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"format": FORMAT, "kg": ckpt.kg, "embedding_slug": ckpt.embedding_slug, "emb_dim": ckpt.emb_dim,
+            "templates": [t.to_json() for t in ckpt.templates], "config": dict(ckpt.model.config),
+            "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
+            "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
+            "info": ckpt.info}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(data, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None) -> GeneratorCheckpoint:
+    """A generator file, checked against the KG and embedding model it is used with (a mismatch, or a file that
+    is no generator, is a CheckpointError)."""
+    import torch
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise CheckpointError(f"no generator file at {p}: train one with `isorag train-generator`")
+    try:
+        data = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is the same error for the user
+        raise CheckpointError(f"{p}: not a generator file ({type(e).__name__}: {e})") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{p}: not a generator file (format {data.get('format') if isinstance(data, dict) else None!r}, "
+                              f"expected {FORMAT!r})")
+    if kg is not None and data["kg"] != kg:
+        raise CheckpointError(f"{p}: a generator of KG {data['kg']!r}, not of {kg!r}: train one on this KG "
+                              f"(isorag train-generator --kg {kg})")
+    if embedding_slug is not None and data["embedding_slug"] != embedding_slug:
+        raise CheckpointError(f"{p}: trained with embedding model {data['embedding_slug']!r}, the engine uses "
+                              f"{embedding_slug!r}: train it again with this model")
+    model = TemplateClassifier(**data["config"])
+    model.load_state_dict(data["state_dict"])
+    model.eval()
+    return GeneratorCheckpoint(data["kg"], data["embedding_slug"], int(data["emb_dim"]),
+                               [Template.from_json(t) for t in data["templates"]], model,
+                               LinkModel.from_json(data["link"]), float(data["threshold"]), int(data["seed"]),
+                               dict(data.get("info") or {}), str(p))
+
+
+@dataclass
+class Proposal:
+    """What the generator makes of a question (or a claim): the linked topics, the beam of patterns with their
+    probabilities (best first) and the templates they come from, and timings (ms: ``link``, ``generate``)."""
+
+    text: str
+    linked: list[LinkedTopic]
+    beam: list[tuple[Pattern, float]]
+    templates: list[Template]
+    timings: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def probability(self) -> float:
+        return self.beam[0][1] if self.beam else 0.0
+
+    @property
+    def pattern(self) -> Pattern | None:
+        return self.beam[0][0] if self.beam else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"linked": [t.to_dict() for t in self.linked],
+                "beam": [{"pattern": p.to_json(), "probability": round(pr, 6)} for p, pr in self.beam],
+                "timings": dict(self.timings), "warnings": list(self.warnings)}
+
+
+class PatternGenerator:
+    """A loaded generator working on a KG's stores (given one by one: it never sees the Engine)."""
+
+    def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
+                 embedder: TextEmbedder) -> None:
+        self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
+        self.templates = ckpt.templates
+        self._by_topics = np.array([t.topics for t in ckpt.templates])
+        self._names: dict[str, str] | None = None
+
+    @property
+    def threshold(self) -> float:
+        return self.ckpt.threshold
+
+    def relation_names(self) -> dict[str, str]:
+        """Relationship type -> relation name (the KG's catalog, read once)."""
+        if self._names is None:
+            self._names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
+        return self._names
+
+    def link(self, text: str, max_topics: int | None = None) -> list[LinkedTopic]:
+        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        return self.ckpt.link.choose(cands, text, max_topics)
+
+    def _profiles(self, topics: Sequence[LinkedTopic]) -> list[set[tuple[str, bool]]]:
+        """Per topic, ``(relation name, leaves it)`` of the relationships at its entities (one read)."""
+        names = self.relation_names()
+        eids = sorted({e for t in topics for e in t.eids})
+        rows = self.graph.read_named("learned_profile", eids=eids, types=sorted(names)) if eids else []
+        at: dict[int, set[tuple[str, bool]]] = {}
+        for r in rows:
+            at.setdefault(int(r["eid"]), set()).add((names.get(r["type"], r["type"]), bool(r["out"])))
+        return [set().union(*(at.get(e, set()) for e in t.eids)) for t in topics]
+
+    def scores(self, masked: str) -> np.ndarray:
+        """p(template | masked text) over all templates."""
+        import torch
+
+        emb = self.embedder.encode([masked])
+        ids, offsets = featurize([ngram_ids(masked)])
+        with torch.no_grad():
+            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets)[0]
+        return torch.softmax(logits.double(), -1).numpy()  # type: ignore[no-any-return]
+
+    def _allowed(self, topics: Sequence[LinkedTopic], profiles: Sequence[set[tuple[str, bool]]],
+                 answer: set[tuple[str, bool]] | None = None) -> np.ndarray:
+        """Which templates can match: as many topics, and the relationships (type and direction) each topic slot
+        (and, for a claim, the answer slot) needs are at its entity."""
+        ok = self._by_topics == len(topics)
+        for j, t in enumerate(self.templates):
+            if not ok[j]:
+                continue
+            for i, prof in enumerate(profiles):
+                if not t.slot_relations(f"T{i + 1}") <= prof:
+                    ok[j] = False
+                    break
+            if ok[j] and answer is not None and not t.slot_relations(t.answer_slot()) <= answer:
+                ok[j] = False
+        return ok
+
+    def propose(self, text: str, *, beam: int = DEFAULT_BEAM) -> Proposal:
+        """The beam of patterns for a question."""
+        t0 = time.perf_counter()
+        linked = self.link(text)
+        t1 = time.perf_counter()
+        warnings: list[str] = []
+        out: list[tuple[Pattern, float]] = []
+        used: list[Template] = []
+        if not linked:
+            warnings.append("no entity of the KG is named in the question: the generator has no topic")
+        else:
+            profiles = self._profiles(linked)
+            p = self.scores(mask(text, [(t.start, t.end) for t in linked]))
+            ok = self._allowed(linked, profiles)
+            if not ok.any():
+                # fewer topics: the most confident one alone
+                best = max(range(len(linked)), key=lambda i: linked[i].confidence)
+                linked, profiles = [linked[best]], [profiles[best]]
+                p = self.scores(mask(text, [(linked[0].start, linked[0].end)]))
+                ok = self._allowed(linked, profiles)
+            if not ok.any():
+                warnings.append("no learned template fits the relations at the linked topics: the most probable "
+                                "ones are used")
+                ok = self._by_topics == len(linked)
+            q = np.where(ok, p, 0.0)
+            total = q.sum()
+            conf = float(np.prod([t.confidence for t in linked]))
+            if total > 0:
+                q = q / total
+                for j in np.argsort(-q, kind="stable")[:beam]:
+                    if q[j] <= 0:
+                        break
+                    out.append((self.templates[j].fill([t.name for t in linked]), float(q[j]) * conf))
+                    used.append(self.templates[j])
+        t2 = time.perf_counter()
+        return Proposal(text, linked, out, used, {"link": _ms(t1 - t0), "generate": _ms(t2 - t1)}, warnings)
+
+    def propose_claim(self, text: str) -> Proposal:
+        """A claim's pattern: each linked entity in turn is the template's answer (its name in the answer slot),
+        the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
+        t0 = time.perf_counter()
+        linked = self.link(text, max_topics=self.ckpt.link.max_topics + 1)
+        t1 = time.perf_counter()
+        best: tuple[float, Pattern, Template] | None = None
+        warnings: list[str] = []
+        if len(linked) < 2:
+            warnings.append("a claim needs two entities of the KG; found "
+                            + (", ".join(repr(t.mention) for t in linked) or "none"))
+        else:
+            profiles = self._profiles(linked)
+            p = self.scores(mask(text, [(t.start, t.end) for t in linked]))
+            conf = float(np.prod([t.confidence for t in linked]))
+            for a in range(len(linked)):
+                topics = [t for i, t in enumerate(linked) if i != a]
+                ok = self._allowed(topics, [pr for i, pr in enumerate(profiles) if i != a], profiles[a])
+                if not ok.any():
+                    continue
+                j = int(np.argmax(np.where(ok, p, -1.0)))
+                score = float(p[j]) * conf
+                if best is None or score > best[0]:
+                    tpl = self.templates[j]
+                    pat = tpl.fill([t.name for t in topics])
+                    ans, name = pat.answer_node(), linked[a].name
+                    pat = Pattern.from_triples([(name if h == ans else h, r, name if tl == ans else tl)
+                                                for h, r, tl in pat.triples])
+                    best = (score, pat, tpl)
+            if best is None:
+                warnings.append("no learned template joins the claim's entities")
+        t2 = time.perf_counter()
+        beam = [(best[1], best[0])] if best else []
+        return Proposal(text, linked, beam, [best[2]] if best else [],
+                        {"link": _ms(t1 - t0), "generate": _ms(t2 - t1)}, warnings)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+def template_index(templates: Sequence[Template]) -> Mapping[Template, int]:
+    return {t: i for i, t in enumerate(templates)}
+
+
+__all__ += ["MASK", "template_index"]
