@@ -3,6 +3,12 @@
     python benchmarks/scorer.py                 # every question (slow here: hours of neighbourhood fetches)
     python benchmarks/scorer.py --limit 400     # per hop file: 320 questions spread over its first 80%,
                                                 # 80 over its last 20%
+    python benchmarks/scorer.py --split test    # train on all of dev, test on qa_test.txt (where --data has it)
+
+Every model is trained once per seed (``--seeds``, default 0,1,2; the dev split for early stopping is the same for
+all): each figure is reported per seed (``per_seed``) and as mean, std, min and max over them (``over_seeds``).
+Early stopping waits for ``--min-epochs`` and judges the mean dev figure of the last ``--smooth`` epochs; the
+former rule (the raw figure from epoch 1, ``--patience``) is judged on the same runs' snapshots (``former_rule``).
 
 Both models (DDE+MLP, QR-GAT) train on the same prepared data (neighbourhoods fetched from Neo4j once, cached
 in ``--cache``). The neighbourhood of a question is the ``h``-hop neighbourhood of its [topic] entity, ``h`` =

@@ -36,6 +36,14 @@ except ModuleNotFoundError as e:  # pragma: no cover - exercised only without la
 __all__ = ["IsoragRetriever"]
 
 
+def _check_k(k: Any, default: int) -> int:
+    """The number of Documents a call returns: ``k`` given to ``invoke``, else the retriever's own."""
+    k = default if k is None else k
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"retriever k must be a positive integer, got {k!r}")
+    return k
+
+
 def _as_pattern(query: str) -> Pattern | None:
     """The pattern when ``query`` is one written as JSON, else None (plain text)."""
     text = query.strip()
@@ -92,7 +100,7 @@ class IsoragRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None) -> list[Document]:
-        k = k or self.k
+        k = _check_k(k, self.k)
         got = self._retrieve(query, k)
         if got is None:
             from engine.answering.prompting import generate_pattern
@@ -107,7 +115,7 @@ class IsoragRetriever(BaseRetriever):
     ) -> list[Document]:
         import asyncio
 
-        k = k or self.k
+        k = _check_k(k, self.k)
         got = await asyncio.to_thread(self._retrieve, query, k)
         if got is None:
             from engine.answering.prompting import agenerate_pattern
