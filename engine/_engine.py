@@ -323,7 +323,13 @@ class Engine:
         """The generator file in use: ``config.generator`` (``ISORAG_GENERATOR``), else this KG's default file
         (:func:`default_generator_path`) when it exists, else None."""
         if self.config.generator:
-            return Path(self.config.generator).expanduser()
+            given = Path(self.config.generator).expanduser()
+            if not given.is_file():
+                from engine._errors import CheckpointError
+
+                raise CheckpointError(f"no generator file at {given} (ISORAG_GENERATOR / generator=): train one "
+                                      "with `isorag train-generator`")
+            return given
         path = default_generator_path(self.kg)
         return path if path.is_file() else None
 
@@ -341,7 +347,8 @@ class Engine:
                 self.require_kg()
                 emb = self.embedder
                 ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug)
-                self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb)
+                self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
+                                                   encode=self.retriever.encode)
             return self._generator
 
     def _need_generator(self) -> PatternGenerator:

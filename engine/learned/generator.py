@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,7 +66,7 @@ def _classifier_class() -> Any:
             self.config = {"dim": dim, "templates": templates, "buckets": buckets, "hidden": hidden,
                            "dropout": dropout}
             self.proj = nn.Linear(dim, hidden)
-            self.bag = nn.EmbeddingBag(buckets, hidden, mode="mean")
+            self.bag = nn.EmbeddingBag(buckets, hidden, mode="mean", sparse=True)  # a step touches few rows
             self.drop = nn.Dropout(dropout)
             self.out = nn.Linear(hidden, templates)
 
@@ -179,8 +179,11 @@ class PatternGenerator:
     """A loaded generator working on a KG's stores (given one by one: it never sees the Engine)."""
 
     def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
-                 embedder: TextEmbedder) -> None:
+                 embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None) -> None:
         self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
+        # the retriever's cached encode: the topics' names, embedded with the question in one call, are then
+        # cache hits when the pattern is matched
+        self.encode = encode or embedder.encode
         self.templates = ckpt.templates
         self._by_topics = np.array([t.topics for t in ckpt.templates])
         self._names: dict[str, str] | None = None
@@ -209,11 +212,12 @@ class PatternGenerator:
             at.setdefault(int(r["eid"]), set()).add((names.get(r["type"], r["type"]), bool(r["out"])))
         return [set().union(*(at.get(e, set()) for e in t.eids)) for t in topics]
 
-    def scores(self, masked: str) -> np.ndarray:
-        """p(template | masked text) over all templates."""
+    def scores(self, masked: str, names: Sequence[str] = ()) -> np.ndarray:
+        """p(template | masked text) over all templates (``names``, the topics' names, are embedded in the same
+        call, for the retriever's cache)."""
         import torch
 
-        emb = self.embedder.encode([masked])
+        emb = self.encode([masked, *names])[:1]
         ids, offsets = featurize([ngram_ids(masked)])
         with torch.no_grad():
             logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets)[0]
@@ -247,7 +251,7 @@ class PatternGenerator:
             warnings.append("no entity of the KG is named in the question: the generator has no topic")
         else:
             profiles = self._profiles(linked)
-            p = self.scores(mask(text, [(t.start, t.end) for t in linked]))
+            p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
             ok = self._allowed(linked, profiles)
             if not ok.any():
                 # fewer topics: the most confident one alone

@@ -286,7 +286,8 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
     dev_emb = torch.as_tensor(embedder.encode(dev_masked), dtype=torch.float32) if dev else None
     dev_ids = featurize([ngram_ids(m) for m in dev_masked]) if dev else None
     model = TemplateClassifier(emb.shape[1], len(templates))
-    opt = torch.optim.Adam(model.parameters(), lr=s.lr)
+    dense = [p for n, p in model.named_parameters() if not n.startswith("bag.")]
+    opts = [torch.optim.Adam(dense, lr=s.lr), torch.optim.SparseAdam(list(model.bag.parameters()), lr=s.lr)]
     best_acc, best_state, bad, epoch = -1.0, None, 0, 0
     bar = tqdm(range(1, s.epochs + 1), desc="generator epochs", unit="epoch", disable=not progress)
     for epoch in bar:
@@ -294,9 +295,11 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
         for batch in _batches(len(train), s.batch, rng):
             i, o = featurize([ids[j] for j in batch])
             loss = torch.nn.functional.cross_entropy(model(emb[batch], i, o), y[batch])
-            opt.zero_grad()
+            for opt in opts:
+                opt.zero_grad()
             loss.backward()
-            opt.step()
+            for opt in opts:
+                opt.step()
         model.eval()
         if dev_emb is not None and dev_ids is not None:
             with torch.no_grad():
@@ -309,8 +312,8 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         else:
             bad += 1
-            if bad >= s.patience:
-                break
+        if bad >= s.patience or dev and acc >= 1.0:
+            break
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

@@ -79,6 +79,7 @@ def base(f: Files) -> dict[str, tuple[list[tuple[str, str]], list[tuple[str, str
         "synth": ([], [("--out", f.out), ("--kg", KG), ("--no-llm", None)]),
         "eval": ([("file", f.items)], [("--kg", KG), ("--no-llm", None), ("--quiet", None)]),
         "train-scorer": ([], [("--qa", f.qa), ("--out", f.out), ("--kg", KG), ("--quiet", None)]),
+        "train-generator": ([], [("--qa", f.qa), ("--out", f.out), ("--kg", KG), ("--quiet", None)]),
         "demo": ([], [("--kg", KG), ("--quiet", None)]),
     }
 

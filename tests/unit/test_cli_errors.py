@@ -62,7 +62,7 @@ PATHS = [(name, flag_of(a), PATH_TYPES[a.type]) for name, a in options() if a.ty
 
 
 BASE_NAMES = {"neo4j", "milvus", "load", "stats", "match", "drop", "ask", "verify", "synth", "eval", "train-scorer",
-              "demo"}
+              "train-generator", "demo"}
 
 
 def test_every_subcommand_has_good_arguments_here(files: Files) -> None:
@@ -212,6 +212,7 @@ def test_outputs_in_directories_that_do_not_exist_yet_are_fine(files: Files) -> 
     ("train-scorer", "--device", "gpu", "cuda:N"),
     ("train-scorer", "--model", "bert", "invalid choice"),
     ("eval", "--pattern", "oracle", "invalid choice"),
+    ("ask", "--route", "sometimes", "invalid choice"),
     ("neo4j", "action", "restart", "invalid choice"),
     ("milvus", "action", "", "invalid choice"),
 ])
@@ -247,6 +248,8 @@ def test_bad_kg_names_are_refused_by_every_command(name: str, files: Files,
     (["load", "--label", "Person"], "only with --from-neo4j"),
     (["load", "--from-neo4j", "--label", "P", "--key-prop", "id", "--delimiter", ";"], "takes no --delimiter"),
     (["ask", "who directed Heat", "--kg", KG, "--no-llm"], "ISORAG_LLM_BASE_URL"),
+    (["ask", "who directed Heat", "--kg", KG, "--route", "learned"], "isorag train-generator"),
+    (["ask", "who directed Heat", "--kg", KG, "--route", "llm", "--no-llm"], "ISORAG_LLM_BASE_URL"),
     (["eval", "ITEMS", "--kg", KG, "--pattern", "llm", "--no-llm"], "needs an LLM"),
     (["train-scorer", "--qa", "QA", "--relation-paths", "QA", "QA", "--out", "OUT"], "one --relation-paths file"),
     (["verify", "CLAIMS", "--out", "CLAIMS"], "is the claims file"),
@@ -268,12 +271,21 @@ def test_bad_combinations_are_refused(args: list[str], needle: str, files: Files
     ("eval", '["a list"]\n', "not a MetaQA item"),
     ("train-scorer", '{"question": 1}\n', 'needs a "question" string'),
     ("train-scorer", "\n", "no questions"),
+    ("train-generator", '{"question": 1}\n', 'needs a "question" string'),
+    ("train-generator", '{"question": "who", "topics": "Heat"}\n', '"topics" must be a list'),
+    ("train-generator", '{"question": "who directed Heat", "topics": ["Heat"], "pattern": {"triples": []}}\n',
+     "pattern"),
+    ("train-generator", "who directed Heat\tMichael Mann\n", "no [topic entity]"),
+    ("train-generator", "\n", "no questions"),
 ])
 def test_bad_content_is_refused_before_anything_starts(command: str, text: str, needle: str, files: Files,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     p = files.root / ("bad.txt" if command == "load" else "bad.jsonl")
     p.write_text(text)
-    flag = {"load": "path", "verify": "claims", "eval": "file", "train-scorer": "--qa"}[command]
+    flag = {"load": "path", "verify": "claims", "eval": "file", "train-scorer": "--qa", "train-generator": "--qa"}[command]
+    if command == "train-generator" and "\t" in text:
+        p = p.with_suffix(".txt")
+        p.write_text(text)
     args = argv(files, command, flag, str(p)) + (["--format", "hrt"] if command == "load" else [])
     rc, out, err = run(args, capsys)
     assert_one_line_error(rc, out, err, needle)
@@ -333,6 +345,7 @@ def test_skip_reasons_keep_their_text(files: Files, capsys: pytest.CaptureFixtur
     ("ISORAG_VERIFY_THRESHOLD", "3", "ISORAG_VERIFY_THRESHOLD"),
     ("ISORAG_VERIFY_THRESHOLD", "near", "ISORAG_VERIFY_THRESHOLD"),
     ("ISORAG_DEVICE", "gpu", "ISORAG_DEVICE"),
+    ("ISORAG_ROUTE", "sometimes", "ISORAG_ROUTE"),
     ("ISORAG_NEO4J_PORT", "abc", "ISORAG_NEO4J_PORT"),
     ("ISORAG_NEO4J_PORT", "0", "ISORAG_NEO4J_PORT"),
     ("ISORAG_MILVUS_PORT", "65536", "ISORAG_MILVUS_PORT"),

@@ -1,0 +1,171 @@
+"""The learned pattern generator's parts that need no server: spans and masks, templates, the linking acceptance,
+the router's calibration and choices, the generator file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine._config import EngineConfig
+from engine._errors import CheckpointError, ConfigError, PatternError
+from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, load_generator, ngram_ids,
+                                      save_generator)
+from engine.learned.linking import Candidate, LinkModel, fit_link_model, mask, spans, unbracket
+from engine.learned.router import check_route, keeps_learned
+from engine.learned.templates import Template, chain
+from engine.learned.train import calibrate, make_record
+from engine.retrieval.pattern import Pattern
+
+
+def test_spans_keep_inner_punctuation_and_drop_trailing() -> None:
+    text = "who directed Cassandra's Dream."
+    got = {s for _, _, s in spans(text)}
+    assert "Cassandra's Dream" in got and "Cassandra's Dream." in got and "who directed" in got
+    for a, b, s in spans(text):
+        assert text[a:b] == s
+
+
+def test_unbracket_and_mask_round_trip() -> None:
+    text, found = unbracket("what films did [Tom Hanks] star in with [Meg Ryan]")
+    assert text == "what films did Tom Hanks star in with Meg Ryan"
+    assert [text[a:b] for a, b, _ in found] == ["Tom Hanks", "Meg Ryan"]
+    assert mask(text, [(a, b) for a, b, _ in found]) == "what films did X star in with X"
+
+
+def test_template_from_a_pattern_and_back() -> None:
+    pat = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN director 1"),
+                                ("UNKNOWN movie 2", "directed_by", "UNKNOWN director 1")])
+    tpl = Template.from_pattern(pat, ["Heat"])
+    assert tpl.triples == (("T1", "directed_by", "U1"), ("U2", "directed_by", "U1"))
+    assert tpl.types == {"U1": "director", "U2": "movie"} and tpl.answer_slot() == "U2"
+    assert tpl.slot_relations("T1") == {("directed_by", True)} and tpl.slot_relations("U2") == {("directed_by", True)}
+    filled = tpl.fill(["Collateral"])
+    assert filled.triples == (("Collateral", "directed_by", "UNKNOWN director 1"),
+                              ("UNKNOWN movie 2", "directed_by", "UNKNOWN director 1"))
+    assert filled.answer_node() == "UNKNOWN movie 2"
+    # equality ignores the type hints: a template is its structure and relations
+    assert Template.from_pattern(pat, ["Heat"], keep_types=False) == tpl
+    assert Template.from_json(tpl.to_json()) == tpl and Template.from_json(tpl.to_json()).types == tpl.types
+
+
+def test_template_of_a_conjunction_orders_topics_as_given() -> None:
+    pat = Pattern.from_triples([("UNKNOWN 1", "starred_actors", "Tom Cruise"), ("UNKNOWN 1", "directed_by", "Michael Mann")])
+    tpl = Template.from_pattern(pat, ["Michael Mann", "Tom Cruise"])
+    assert tpl.triples == (("U1", "starred_actors", "T2"), ("U1", "directed_by", "T1")) and tpl.topics == 2
+    assert tpl.fill(["Michael Mann", "Tom Cruise"]) == Pattern.from_triples(
+        [("UNKNOWN 1", "starred_actors", "Tom Cruise"), ("UNKNOWN 1", "directed_by", "Michael Mann")])
+
+
+def test_template_refusals() -> None:
+    with pytest.raises(PatternError, match="none of the topics"):
+        Template.from_pattern(Pattern.from_triples([("Heat", "directed_by", "UNKNOWN 1")]), ["Alien"])
+    with pytest.raises(PatternError, match="unknown answer"):
+        Template.from_pattern(Pattern.from_triples([("Heat", "directed_by", "Michael Mann")]), ["Heat"])
+
+
+def test_chain_writes_each_hop_in_its_direction() -> None:
+    tpl = chain(["starred_actors", "directed_by"], [False, True], "person")
+    assert tpl.triples == (("U1", "starred_actors", "T1"), ("U1", "directed_by", "U2")) and tpl.types == {"U2": "person"}
+
+
+def test_make_record_finds_topics_in_plain_text() -> None:
+    rec = make_record("who directed heat", ["Heat"], ["Michael Mann"], {"triples": [["Heat", "directed_by", "UNKNOWN 1"]]})
+    assert rec.spans == [(13, 17)] and rec.template is not None and rec.template.triples == (("T1", "directed_by", "U1"),)
+    rec = make_record("what did [Michael Mann] direct", None, ["Heat"])
+    assert rec.text == "what did Michael Mann direct" and rec.topics == ["Michael Mann"] and rec.template is None
+
+
+def _cand(text: str, mention: str, eid: int) -> Candidate:
+    a = text.index(mention)
+    return Candidate(a, a + len(mention), mention, mention, (eid,), 0.0)
+
+
+def test_fitted_acceptance_learns_the_questions_own_words() -> None:
+    # "Up" and "Her" are films, and also words of the questions' templates: the fitted acceptance learns that
+    examples = []
+    names = ["Heat", "Alien", "Top Gun", "Gladiator", "Collateral", "Ran", "Jaws", "Big"]
+    for i, n in enumerate(names * 4):
+        text = f"who directed {n} and what is up with her"
+        cands = [_cand(text, n, i), _cand(text, "up", 100), _cand(text, "her", 101)]
+        examples.append((text, cands, [n]))
+    rate = {"who": 1.0, "directed": 1.0, "up": 1.0, "her": 1.0, "who directed": 1.0}
+    model = fit_link_model(examples, rate, 1)
+    text = "who directed Psycho and what is up with her"
+    chosen = model.choose([_cand(text, "Psycho", 7), _cand(text, "up", 100), _cand(text, "her", 101)], text)
+    assert [c.name for c in chosen] == ["Psycho"] and 0.5 < chosen[0].confidence <= 1.0
+    again = LinkModel.from_json(model.to_json())
+    assert np.allclose(again.probabilities(examples[0][1], examples[0][0]), model.probabilities(examples[0][1], examples[0][0]))
+
+
+def test_choose_takes_more_topics_only_when_sure_and_apart() -> None:
+    model = LinkModel(np.zeros(9), {}, max_topics=2)
+    model.weights[0] = 5.0  # every candidate sure
+    text = "films with Tom Cruise directed by Michael Mann"
+    c1, c2, inner = _cand(text, "Tom Cruise", 1), _cand(text, "Michael Mann", 2), _cand(text, "Mann", 3)
+    got = model.choose([inner, c2, c1], text)
+    assert [t.name for t in got] == ["Tom Cruise", "Michael Mann"]  # in the text's order, "Mann" overlaps
+    model.weights[0] = -5.0  # none sure: the best alone
+    assert len(model.choose([c1, c2], text)) == 1
+
+
+def test_calibrate_keeps_the_share_asked_for() -> None:
+    scored = [(0.9, True), (0.8, True), (0.7, False), (0.6, True), (0.2, False), (0.1, False)]
+    t = calibrate(scored, 0.75)
+    kept = [ok for p, ok in scored if p >= t]
+    assert t == 0.6 and sum(kept) / len(kept) >= 0.75
+    assert calibrate([(0.5, True), (0.4, True)], 0.95) == 0.0  # all right: keep all
+    assert calibrate([(0.5, False)], 0.95) > 0.5  # none right: keep none
+    assert calibrate([], 0.95) == 0.5
+
+
+def test_router_choices() -> None:
+    assert keeps_learned("learned", 0.0, 0.9, True)
+    assert keeps_learned("auto", 0.1, 0.9, False)  # no LLM to ask instead
+    assert keeps_learned("auto", 0.95, 0.9, True) and not keeps_learned("auto", 0.5, 0.9, True)
+    assert check_route("llm") == "llm"
+    with pytest.raises(ConfigError, match="route must be one of"):
+        check_route("sometimes")
+
+
+def test_route_and_generator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="route"):
+        EngineConfig(route="sometimes")
+    monkeypatch.setenv("ISORAG_ROUTE", "never")
+    with pytest.raises(ConfigError, match="ISORAG_ROUTE"):
+        EngineConfig.from_env()
+    monkeypatch.setenv("ISORAG_ROUTE", "learned")
+    monkeypatch.setenv("ISORAG_GENERATOR", " /x/gen.pt ")
+    cfg = EngineConfig.from_env()
+    assert cfg.route == "learned" and cfg.generator == "/x/gen.pt"
+
+
+def test_ngram_ids_are_stable_and_bounded() -> None:
+    ids = ngram_ids("who directed X")
+    assert ids == ngram_ids("Who  directed X") and all(0 <= i < 1 << 14 for i in ids) and len(ids) == 6
+
+
+def test_generator_file_round_trip_and_refusals(tmp_path: Path) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    tpl = Template((("T1", "directed_by", "U1"),), {"U1": "director"})
+    model = TemplateClassifier(8, 1, buckets=64, hidden=4)
+    ckpt = GeneratorCheckpoint("kg_a", "slug", 8, [tpl], model, LinkModel(np.ones(9), {"who": 1.0}), 0.42, 7)
+    path = save_generator(ckpt, tmp_path / "g" / "gen.pt")
+    back = load_generator(path, kg="kg_a", embedding_slug="slug")
+    assert back.templates == [tpl] and back.templates[0].types == {"U1": "director"}
+    assert back.threshold == 0.42 and back.seed == 7 and back.link.template_rate == {"who": 1.0}
+    x = torch.ones(1, 8)
+    ids, offsets = torch.tensor([1, 2]), torch.tensor([0])
+    assert torch.equal(back.model(x, ids, offsets), model.eval()(x, ids, offsets))
+    with pytest.raises(CheckpointError, match="KG 'kg_a', not of 'kg_b'"):
+        load_generator(path, kg="kg_b")
+    with pytest.raises(CheckpointError, match="embedding model"):
+        load_generator(path, embedding_slug="other")
+    with pytest.raises(CheckpointError, match="no generator file"):
+        load_generator(tmp_path / "none.pt")
+    (tmp_path / "junk.pt").write_text("junk")
+    with pytest.raises(CheckpointError, match="not a generator file"):
+        load_generator(tmp_path / "junk.pt")
