@@ -105,8 +105,8 @@ class IsoragRetriever(BaseRetriever):
         if got is None:
             from engine.answering.prompting import generate_pattern
 
-            pattern, text = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
-            got = self.engine.retrieve(pattern, k=k, **self.match), text
+            pattern, raw = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = self.engine.retrieve(pattern, k=k, **self.match), raw
         res, text = got
         return [] if res is None else self._documents(res, text)
 
@@ -120,8 +120,8 @@ class IsoragRetriever(BaseRetriever):
         if got is None:
             from engine.answering.prompting import agenerate_pattern
 
-            pattern, text = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
-            got = await asyncio.to_thread(self.engine.retrieve, pattern, k, **self.match), text
+            pattern, raw = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = await asyncio.to_thread(self.engine.retrieve, pattern, k, **self.match), raw
         res, text = got
         return [] if res is None else self._documents(res, text)
 
