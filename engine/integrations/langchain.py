@@ -101,7 +101,7 @@ class IsoragRetriever(BaseRetriever):
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None) -> list[Document]:
         k = _check_k(k, self.k)
-        got = self._retrieve(query, k)
+        got: tuple[Any, str | None] | None = self._retrieve(query, k)
         if got is None:
             from engine.answering.prompting import generate_pattern
 
@@ -116,7 +116,7 @@ class IsoragRetriever(BaseRetriever):
         import asyncio
 
         k = _check_k(k, self.k)
-        got = await asyncio.to_thread(self._retrieve, query, k)
+        got: tuple[Any, str | None] | None = await asyncio.to_thread(self._retrieve, query, k)
         if got is None:
             from engine.answering.prompting import agenerate_pattern
 

@@ -55,7 +55,7 @@ def _classifier_class() -> Any:
     import torch
     from torch import nn
 
-    class TemplateClassifier(nn.Module):  # type: ignore[misc]
+    class TemplateClassifier(nn.Module):
         """``logits = W_o relu(W_e e + mean E[ngrams])`` (see the module docstring).
 
         Shapes: ``emb`` [B, dim], ``ids`` [N] with ``offsets`` [B] (EmbeddingBag), logits [B, templates]."""
@@ -72,7 +72,7 @@ def _classifier_class() -> Any:
 
         def forward(self, emb: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
             h = torch.relu(self.proj(emb) + self.bag(ids, offsets))
-            return self.out(self.drop(h))  # type: ignore[no-any-return]
+            return self.out(self.drop(h))
 
     return TemplateClassifier
 
@@ -221,7 +221,7 @@ class PatternGenerator:
         ids, offsets = featurize([ngram_ids(masked)])
         with torch.no_grad():
             logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets)[0]
-        return torch.softmax(logits.double(), -1).numpy()  # type: ignore[no-any-return]
+        return torch.softmax(logits.double(), -1).numpy()
 
     def _allowed(self, topics: Sequence[LinkedTopic], profiles: Sequence[set[tuple[str, bool]]],
                  answer: set[tuple[str, bool]] | None = None) -> np.ndarray:

@@ -165,7 +165,7 @@ class LinkModel:
     """The learned acceptance of candidates: logistic weights over :data:`FEATURES` and the template rates (the
     share of training questions whose text outside the topic holds the span)."""
 
-    def __init__(self, weights: Sequence[float], template_rate: Mapping[str, float], max_topics: int = 1) -> None:
+    def __init__(self, weights: Sequence[float] | np.ndarray, template_rate: Mapping[str, float], max_topics: int = 1) -> None:
         self.weights = np.asarray(weights, dtype=np.float64)
         self.template_rate = dict(template_rate)
         self.max_topics = max_topics
@@ -190,7 +190,7 @@ class LinkModel:
         z = self.features(cands, text) @ self.weights
         # a fuzzy candidate (the training questions name their topics exactly) is discounted by its distance
         fuzzy = np.array([1.0 - c.distance / (2 * FUZZY_DISTANCE) for c in cands])
-        return fuzzy / (1.0 + np.exp(-np.clip(z, -30, 30)))  # type: ignore[no-any-return]
+        return fuzzy / (1.0 + np.exp(-np.clip(z, -30, 30)))
 
     def choose(self, cands: Sequence[Candidate], text: str, max_topics: int | None = None) -> list[LinkedTopic]:
         """The topics: the most probable candidate, then others that overlap no chosen one while over one half,
@@ -244,10 +244,10 @@ def fit_link_model(examples: Sequence[tuple[str, Sequence[Candidate], Sequence[s
 
     def closure() -> Any:
         opt.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(x @ w, y) + l2 * (w[1:] ** 2).sum()
+        loss: Any = torch.nn.functional.binary_cross_entropy_with_logits(x @ w, y) + l2 * (w[1:] ** 2).sum()
         loss.backward()
         return loss
 
-    opt.step(closure)
+    opt.step(closure)  # type: ignore[no-untyped-call]
     model.weights = w.detach().numpy().copy()
     return model

@@ -65,7 +65,7 @@ class GeneratorSettings:
     dev_fraction: float = 0.1
     dev_max: int = 1000
     #: the router's threshold keeps the learned pattern where it is right this often on held-out questions
-    precision: float = 0.95
+    precision: float = 0.99
     #: templates seen fewer times are left out
     min_count: int = 1
 
@@ -222,12 +222,26 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
                     echo: Callable[[str], None] | None = None) -> TrainedGenerator:
     """Train a generator for ``kg`` on ``records`` and write it to ``out`` (see the module docstring)."""
     import torch
+
+    s = settings or GeneratorSettings()
+    threads = torch.get_num_threads()
+    # one thread: the model is small, and a second thread contending for a busy core made steps 10x slower here
+    torch.set_num_threads(1)
+    try:
+        return _train(graph, vectors, embedder, records, kg=kg, out=out, s=s, progress=progress,
+                      say=echo or (lambda m: print(m, file=sys.stderr)))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, records: Sequence[GeneratorRecord], *,
+           kg: str, out: str | Path, s: GeneratorSettings, progress: bool,
+           say: Callable[[str], None]) -> TrainedGenerator:
+    import torch
     from tqdm import tqdm
 
     from engine.scoring.train import seed_everything
 
-    s = settings or GeneratorSettings()
-    say = echo or (lambda m: print(m, file=sys.stderr))
     t_start = time.perf_counter()
     seed_everything(s.seed)
     rng = random.Random(s.seed)
@@ -235,29 +249,28 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
     missing = derive_missing(graph, records, progress=progress)
     if missing:
         skipped["no_template"] = missing
-    usable = []
+    usable: list[tuple[GeneratorRecord, Template]] = []
     for r in records:
         if r.template is None:
             continue
         if len(r.spans) != len(r.topics) or not r.spans:
             skipped["topic_not_in_text"] += 1
             continue
-        usable.append(r)
-    counts = Counter(r.template for r in usable)
+        usable.append((r, r.template))
+    counts = Counter(t for _, t in usable)
     templates = sorted((t for t, c in counts.items() if c >= s.min_count), key=lambda t: (-counts[t], t.key()))
     index = {t: i for i, t in enumerate(templates)}
-    rare = [r for r in usable if r.template not in index]
+    rare = [r for r, t in usable if t not in index]
     if rare:
         skipped["rare_template"] = len(rare)
-    usable = [r for r in usable if r.template in index]
+    usable = [(r, t) for r, t in usable if t in index]
     if not usable:
         raise InputError("no training question has both a template (a gold pattern or a relation path in the KG) "
                          "and its topics in its text: nothing to train the generator on")
     # type hints: the most common per template (kept on the template the generator fills)
     hints: dict[Template, Counter[tuple[tuple[str, str], ...]]] = {}
-    for r in usable:
-        assert r.template is not None
-        hints.setdefault(r.template, Counter())[tuple(sorted(r.template.types.items()))] += 1
+    for _, t in usable:
+        hints.setdefault(t, Counter())[tuple(sorted(t.types.items()))] += 1
     templates = [Template(t.triples, dict(hints[t].most_common(1)[0][0])) for t in templates]
     order = list(range(len(usable)))
     rng.shuffle(order)
@@ -268,21 +281,21 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
         + (f", skipped {dict(skipped)}" if skipped else ""))
 
     # 1. linking
-    masked = [mask(r.text, r.spans) for r in train]
+    masked = [mask(r.text, r.spans) for r, _ in train]
     seen: Counter[str] = Counter()
     for m in masked:
         seen.update(word_ngrams(m))
     rate = {g: round(c / len(train), 5) for g, c in seen.items() if c >= 2}
-    cands = exact_candidates([r.text for r in train], graph)
-    max_topics = max(len(r.topics) for r in usable)
-    link = fit_link_model([(r.text, c, r.topics) for r, c in zip(train, cands)], rate, max_topics)
+    cands = exact_candidates([r.text for r, _ in train], graph)
+    max_topics = max(len(r.topics) for r, _ in usable)
+    link = fit_link_model([(r.text, c, r.topics) for (r, _), c in zip(train, cands)], rate, max_topics)
 
     # 2. the template classifier
-    y = torch.as_tensor([index[r.template] for r in train if r.template is not None], dtype=torch.long)
+    y = torch.as_tensor([index[t] for _, t in train], dtype=torch.long)
     emb = torch.as_tensor(embedder.encode(masked, progress=progress), dtype=torch.float32)
     ids = [ngram_ids(m) for m in masked]
-    dev_masked = [mask(r.text, r.spans) for r in dev]
-    dev_y = np.array([index[r.template] for r in dev if r.template is not None])
+    dev_masked = [mask(r.text, r.spans) for r, _ in dev]
+    dev_y = np.array([index[t] for _, t in dev])
     dev_emb = torch.as_tensor(embedder.encode(dev_masked), dtype=torch.float32) if dev else None
     dev_ids = featurize([ngram_ids(m) for m in dev_masked]) if dev else None
     model = TemplateClassifier(emb.shape[1], len(templates))
@@ -294,7 +307,7 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
         model.train()
         for batch in _batches(len(train), s.batch, rng):
             i, o = featurize([ids[j] for j in batch])
-            loss = torch.nn.functional.cross_entropy(model(emb[batch], i, o), y[batch])
+            loss: Any = torch.nn.functional.cross_entropy(model(emb[batch], i, o), y[batch])
             for opt in opts:
                 opt.zero_grad()
             loss.backward()
@@ -322,10 +335,10 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
     ckpt = GeneratorCheckpoint(kg, embedder.slug, int(emb.shape[1]), templates, model, link, 0.0, s.seed)
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder)
     linked_ok, pattern_ok, scored = 0, 0, []
-    for r in tqdm(dev, desc="calibrating", unit="q", disable=not progress):
+    for r, want in tqdm(dev, desc="calibrating", unit="q", disable=not progress):
         prop = gen.propose(r.text, beam=1)
         lok = [normalize_name(t.name) for t in prop.linked] == [normalize_name(t) for t in r.topics]
-        pok = lok and bool(prop.templates) and prop.templates[0] == r.template
+        pok = lok and bool(prop.templates) and prop.templates[0] == want
         linked_ok += lok
         pattern_ok += pok
         scored.append((prop.probability, pok))

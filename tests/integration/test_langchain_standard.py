@@ -1,6 +1,6 @@
 """LangChain's own standard retriever suite (``langchain-tests``, ``RetrieversIntegrationTests``) on the bundled
-demo KG, with NO LLM: plain-text questions get their pattern from the learned generator, trained here on the demo's
-own questions (as ``make demo`` does). The suite's coroutine test runs under pytest-asyncio (``asyncio_mode = "auto"``
+demo KG, with NO LLM: plain-text questions get their pattern from the learned generator, trained here as ``make demo``
+trains it (the demo's questions and ``generator_questions.jsonl``). The suite's coroutine test runs under pytest-asyncio (``asyncio_mode = "auto"``
 in pyproject.toml). The suite checks ``k`` in the constructor and in ``invoke``, that
 Documents come back, and ``ainvoke``; the tests after it check what the suite leaves open (no LLM was asked, the
 Documents carry the learned pattern, a bad ``k`` is a typed error)."""
@@ -44,8 +44,9 @@ def demo(neo4j_uri: str, milvus_uri: str, embedder: Any, tmp_path_factory: pytes
     eng = Engine(cfg, llm=False, embedder=embedder)
     try:
         eng.load(DEMO / "kb.txt", progress=False)
-        eng.train_generator(DEMO / "questions.jsonl", out=generator, settings=GeneratorSettings(dev_fraction=0.0),
-                            progress=False)
+        # as `make demo` trains it: the demo's questions and the MetaQA questions about its films
+        eng.train_generator([DEMO / "questions.jsonl", DEMO / "generator_questions.jsonl"], out=generator,
+                            settings=GeneratorSettings(), progress=False)
         assert eng.llm is None and Path(generator).is_file()
         yield eng
     finally:

@@ -137,3 +137,17 @@ def test_demo_questions_have_their_answers_in_the_demo_kg() -> None:
         assert answers and sorted(answers) == q["answers"], q["question"]
         assert q["pattern"] == gold_pattern(q["qtype"], q["topic"])
         assert {t[1] for t in q["pattern"]["triples"]} <= relations
+
+
+def test_demo_generator_questions_are_answerable_in_the_demo_kg() -> None:
+    """The questions `isorag demo` trains the demo's pattern generator on: MetaQA dev questions (not the 60 demo
+    ones) whose path reaches some of their answers in the demo KG, with their gold patterns."""
+    adj = _demo_kb()
+    demo = {json.loads(x)["source"] for x in (DEMO / "questions.jsonl").read_text(encoding="utf-8").splitlines()}
+    rows = [json.loads(x) for x in (DEMO / "generator_questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert collections.Counter(q["hops"] for q in rows) == {1: 400, 2: 400, 3: 400}
+    assert not demo & {q["source"] for q in rows}
+    for q in rows[::20]:
+        assert f"[{q['topic']}]" in q["question"] and q["pattern"] == gold_pattern(q["qtype"], q["topic"])
+        reached = follow_path(lambda e, r: adj.get((e, r), set()), q["topic"], q["qtype"])
+        assert q["answers"] and set(q["answers"]) <= reached, q["question"]

@@ -116,6 +116,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine.llm",),  # LLM clients
     ("engine.retrieval",),  # pattern -> top-k subgraphs
     ("engine.scoring",),  # GNN triple scorers
+    ("engine.learned",),  # patterns without an LLM: plain-text linking, the learned generator, the router
     ("engine.answering",),  # the answering pipeline and its drivers
     ("engine.evaluation",),  # synth ground truth, metrics
     ("engine.integrations",),  # LangChain
