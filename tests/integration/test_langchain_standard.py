@@ -1,9 +1,9 @@
 """LangChain's own standard retriever suite (``langchain-tests``, ``RetrieversIntegrationTests``) on the bundled
-demo KG, with NO LLM: plain-text questions get their pattern from the learned generator, trained here as ``make demo``
-trains it (the demo's questions and ``generator_questions.jsonl``). The suite's coroutine test runs under pytest-asyncio (``asyncio_mode = "auto"``
-in pyproject.toml). The suite checks ``k`` in the constructor and in ``invoke``, that
-Documents come back, and ``ainvoke``; the tests after it check what the suite leaves open (no LLM was asked, the
-Documents carry the learned pattern, a bad ``k`` is a typed error)."""
+demo KG, with NO LLM: plain-text questions get their pattern from the learned generator, trained here as
+``make demo`` trains it (the demo's questions and ``generator_questions.jsonl``). The suite checks ``k`` in the
+constructor and in ``invoke``, that Documents come back, and ``ainvoke`` (a coroutine test, run by pytest-asyncio:
+``asyncio_mode = "auto"`` in pyproject.toml); the tests after it check what the suite leaves open (no LLM was
+asked, the Documents carry the learned pattern, a bad ``k`` is a typed error)."""
 
 from __future__ import annotations
 
