@@ -586,7 +586,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     else:
         print(f"trained {type(res.model).__name__} on {res.questions:,} questions in {res.train_s:.1f} s "
               f"(data {res.prepare_s:.1f} s); best dev triple recall@{args.recall_k} {res.best_dev_recall:.4f} "
-              f"at epoch {res.best_epoch} (seed {args.seed})")
+              f"(mean of up to {args.smooth} epochs) at epoch {res.best_epoch} (seed {args.seed})")
         print(f"checkpoint: {res.checkpoint}  (use it with ISORAG_SCORER={res.checkpoint})")
     return 0
 
