@@ -432,8 +432,9 @@ class Engine:
 
     def ask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None, raise_errors: bool = True,
             route: str | None = None, **match: Any) -> Answer:
-        """Answer ``query`` from the KG: the LLM's pattern (or ``pattern``), the top-``k`` subgraphs, the LLM's
-        answer over them (without an LLM: the entities bound to the pattern's unknown target). Returns an
+        """Answer ``query`` from the KG: the LLM's pattern (or ``pattern``, or the learned generator's, as ``route``
+        says: :mod:`engine.learned.router`), the top-``k`` subgraphs, the LLM's answer over them (without an LLM, or
+        for a learned pattern: the entities bound to the pattern's unknown target). Returns an
         :class:`~engine.answering.Answer`; a failing stage raises, or with ``raise_errors=False`` is reported in
         ``Answer.failed_stage`` / ``Answer.error``. ``match`` overrides MatchSettings fields for this call."""
         from engine.answering.drivers import drive

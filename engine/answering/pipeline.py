@@ -10,8 +10,11 @@ scorer) and makes a :class:`Flow` per question or claim: a generator that yields
 ``Auth.auth_flow`` is. The drivers of :mod:`engine.answering.drivers` carry the requests out: sync calls, awaits,
 or tokens streamed to the caller. So ``ask``, ``aask``, ``ask_stream`` and ``aask_stream`` run the same stages.
 
-The pattern may come from the caller (``pattern=``) instead of the LLM, and every step but the pattern works
-without an LLM:
+The pattern may come from the caller (``pattern=``) or from the KG's learned pattern generator
+(:mod:`engine.learned`: ``generator=``) instead of the LLM. Who writes it is the router's choice
+(:mod:`engine.learned.router`, ``route=``): the generator without an LLM or when its pattern's probability reaches
+its calibrated threshold, else the LLM; a learned beam is retrieved pattern by pattern until one matches, and is
+answered without any LLM call (``answer_source="learned"``). Every step but the pattern works without an LLM:
 
 * an answer is then the entities bound to the pattern's unknown target in the best subgraphs;
 * a verdict follows the rule of :mod:`engine.answering.verification` (``method="rule"``).
@@ -25,10 +28,11 @@ Stage failures: with ``raise_errors=True`` (the default) a failing stage raises 
 :class:`~engine._errors.LLMError`, :class:`~engine._errors.PatternParseError`, a store error...); with
 ``raise_errors=False`` the result comes back with ``failed_stage`` and ``error`` set and what was done before
 (a verdict then says NOT_ENOUGH_INFO). Batch APIs (``verify_many``, jobs) use ``raise_errors=False``. Stage
-names: ``pattern`` (the caller's pattern is invalid, or none can be had), ``llm_pattern``, ``retrieve``,
+names: ``pattern`` (the caller's pattern is invalid, or none can be had), ``generate`` (the learned generator),
+``llm_pattern``, ``retrieve``,
 ``scoring``, ``verify`` (the rule), ``llm_answer``, ``llm_verify``.
 
-Timings are milliseconds per stage: ``llm_pattern``, the retrieval's ``embed``, ``vector``, ``graph`` and its
+Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's ``embed``, ``vector``, ``graph`` and its
 ``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``), ``llm_answer`` / ``llm_verify``,
 and ``total``. A stage's time leaves out the time the caller of a stream holds an event.
 """

@@ -187,6 +187,14 @@ class PatternGenerator:
         self.templates = ckpt.templates
         self._by_topics = np.array([t.topics for t in ckpt.templates])
         self._names: dict[str, str] | None = None
+        self._pool: Any = None  # one worker: the topics' relationships are read while the question is embedded
+
+    def _reader(self) -> Any:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="isorag-generator")
+        return self._pool
 
     @property
     def threshold(self) -> float:
@@ -250,8 +258,9 @@ class PatternGenerator:
         if not linked:
             warnings.append("no entity of the KG is named in the question: the generator has no topic")
         else:
-            profiles = self._profiles(linked)
+            reading = self._reader().submit(self._profiles, linked)
             p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
+            profiles = reading.result()
             ok = self._allowed(linked, profiles)
             if not ok.any():
                 # fewer topics: the most confident one alone

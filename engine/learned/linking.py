@@ -38,14 +38,16 @@ FEATURES = ("bias", "words", "chars", "capital", "template", "nested", "nests", 
 
 _WORD = re.compile(r"[\w][\w'’.&:-]*")
 _TRAIL = ".:'’-"
+#: punctuation that may end a name after its last word (titles such as "Hot Shots!")
+_CLOSING = "!?)"
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
 #: what a topic mention becomes in the text the generator reads
 MASK = "X"
 
 
 def spans(text: str, max_words: int = MAX_SPAN) -> list[tuple[int, int, str]]:
-    """``(start, end, text)`` of every span of 1 to ``max_words`` words, as written (inner punctuation kept,
-    trailing ``.:'-`` dropped), longest first."""
+    """``(start, end, text)`` of every span of 1 to ``max_words`` words, as written (inner punctuation kept), also
+    with its trailing ``.:'-`` dropped and with the ``!?)`` that follow it, longest first."""
     words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
     out: dict[tuple[int, int], str] = {}
     for n in range(min(max_words, len(words)), 0, -1):
@@ -53,7 +55,10 @@ def spans(text: str, max_words: int = MAX_SPAN) -> list[tuple[int, int, str]]:
             a, b = words[i][0], words[i + n - 1][1]
             s = text[a:b]
             stripped = s.rstrip(_TRAIL)
-            for t, e in ((s, b), (stripped, a + len(stripped))):
+            closed = b
+            while closed < len(text) and text[closed] in _CLOSING:  # "Hello, Dolly!", "Who's Harry Crumb?"
+                closed += 1
+            for t, e in ((s, b), (stripped, a + len(stripped)), (text[a:closed], closed)):
                 if t and (a, e) not in out:
                     out[(a, e)] = t
     return [(a, b, s) for (a, b), s in out.items()]

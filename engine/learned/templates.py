@@ -115,7 +115,8 @@ def chain(relations: Sequence[str], outs: Sequence[bool], answer_type: str | Non
 def derive_template(graph: GraphReader, topic: int, answers: Sequence[int], *,
                     names: Mapping[str, str], max_hops: int = MAX_HOPS) -> tuple[Template, float] | None:
     """The template of the shortest relation path (1 to ``max_hops`` hops) from entity ``topic`` to the
-    ``answers`` (eids) that reaches most of them, with the share it reaches; None when none is within reach.
+    ``answers`` (eids) that reaches most of them, with the share it reaches; None when none is within reach. The
+    answer slot's type hint is the answers' most common entity type where the KG has entity types.
     ``names``: relationship type -> relation name (the KG's catalog)."""
     answers = [a for a in answers if a != topic]
     if not answers:
@@ -127,5 +128,8 @@ def derive_template(graph: GraphReader, topic: int, answers: Sequence[int], *,
         if rows:
             best = max(rows, key=lambda r: (r["reached"], [not o for o in r["outs"]], r["types"]))
             rel = [names.get(t, t) for t in best["types"]]
-            return chain(rel, list(best["outs"])), best["reached"] / len(set(answers))
+            # the answer's type hint: the answers' most common entity type, where the KG has types
+            typed = graph.read_named("learned_answer_types", eids=list(answers))
+            hint = str(typed[0]["type"]) if typed else None
+            return chain(rel, list(best["outs"]), hint), best["reached"] / len(set(answers))
     return None

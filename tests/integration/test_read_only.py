@@ -85,6 +85,7 @@ def read_commands(kg: str, f: dict[str, str]) -> list[list[str]]:
         ["eval", f["items"], "--kg", kg, "--no-llm", "--quiet"],
         ["synth", "--out", f["out"], "--kg", kg, "--no-llm", "--n", "2"],
         ["train-scorer", "--qa", f["qa"], "--out", f["ckpt"], "--kg", kg, "--quiet", "--epochs", "1"],
+        ["train-generator", "--qa", f["qa"], "--out", f["ckpt"] + ".generator", "--kg", kg, "--quiet"],
     ]
 
 
@@ -107,6 +108,7 @@ def test_reads_of_a_missing_kg_create_nothing(stores: Any, tmp_path: Path, capsy
         assert "stores agree" not in out
         assert stores.snapshot(kg) == before, args
     assert not Path(tmp_path / "out").exists() and not Path(tmp_path / "scorer.pt").exists()
+    assert not Path(tmp_path / "scorer.pt.generator").exists()
 
 
 def test_drop_of_a_missing_kg_says_so_and_creates_nothing(stores: Any, capsys: pytest.CaptureFixture[str]) -> None:

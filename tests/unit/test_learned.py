@@ -23,6 +23,8 @@ def test_spans_keep_inner_punctuation_and_drop_trailing() -> None:
     text = "who directed Cassandra's Dream."
     got = {s for _, _, s in spans(text)}
     assert "Cassandra's Dream" in got and "Cassandra's Dream." in got and "who directed" in got
+    assert "Hello, Dolly!" in {s for _, _, s in spans("who directed Hello, Dolly! and when")}
+    assert "Who's Harry Crumb?" in {s for _, _, s in spans("actors of Who's Harry Crumb?")}
     for a, b, s in spans(text):
         assert text[a:b] == s
 
