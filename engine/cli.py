@@ -574,7 +574,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
                              recall_k=args.recall_k, seed=args.seed, max_minutes=args.max_minutes,
                              threads=args.threads, device=args.device, pos_weight=args.pos_weight,
                              neg_samples=args.neg_samples, near_share=args.near_share, walk_aux=args.walk_aux,
-                             bridge_target=args.bridge_target)
+                             bridge_target=args.bridge_target, min_epochs=args.min_epochs, smooth=args.smooth)
     # the questions are read (and checked) before anything starts
     qa = _read_questions(args.qa, args.limit, args.relation_paths)
     dev = _read_questions(args.dev, None, None) if args.dev else None
@@ -591,7 +591,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
     else:
         print(f"trained {type(res.model).__name__} on {res.questions:,} questions in {res.train_s:.1f} s "
               f"(data {res.prepare_s:.1f} s); best dev triple recall@{args.recall_k} {res.best_dev_recall:.4f} "
-              f"at epoch {res.best_epoch}")
+              f"(mean of up to {args.smooth} epochs) at epoch {res.best_epoch} (seed {args.seed})")
         print(f"checkpoint: {res.checkpoint}  (use it with ISORAG_SCORER={res.checkpoint})")
     return 0
 
@@ -932,12 +932,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", type=_out_file, help="prepared-data cache file: reruns and epochs skip Neo4j and Milvus")
     s.add_argument("--limit", type=positive, help="read at most this many questions per file")
     s.add_argument("--epochs", type=positive, default=30)
-    s.add_argument("--patience", type=positive, default=5)
+    s.add_argument("--patience", type=positive, default=5,
+                   help="stop after this many epochs without a better (smoothed) dev recall (default 5)")
+    s.add_argument("--min-epochs", type=positive, default=10, help="no early stop before this epoch (default 10)")
+    s.add_argument("--smooth", type=positive, default=3,
+                   help="early stopping and the kept weights judge the mean dev recall of the last N epochs "
+                        "(default 3; 1: the raw figure)")
     s.add_argument("--lr", type=_float_type(0, lo_open=True), default=1e-3)
     s.add_argument("--batch", type=positive, default=8, help="questions per optimizer step")
     s.add_argument("--recall-k", type=positive, default=100, help="K of the dev triple recall@K (early stopping)")
-    s.add_argument("--seed", type=_int_type(0, SEED_MAX), default=42)
-    s.add_argument("--max-minutes", type=seconds, help="stop training after this many minutes (best weights kept)")
+    s.add_argument("--seed", type=_int_type(0, SEED_MAX), default=42,
+                   help="seed of the weights, batch order and negative samples, kept in the checkpoint: the same "
+                        "command and seed give the same checkpoint on CPU (default 42)")
+    s.add_argument("--max-minutes", type=seconds, help="stop training after this many minutes (best weights kept; "
+                                                       "a wall-clock limit: a run it ends is not reproducible)")
     s.add_argument("--threads", type=_int_type(1, WORKERS_MAX), help="torch threads")
     s.add_argument("--device", type=_device_type, default="auto", help="auto, cpu, cuda, cuda:N")
     s.add_argument("--set", action="append", type=_key_value_type, metavar="KEY=VALUE",

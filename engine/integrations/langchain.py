@@ -36,6 +36,14 @@ except ModuleNotFoundError as e:  # pragma: no cover - exercised only without la
 __all__ = ["IsoragRetriever"]
 
 
+def _check_k(k: Any, default: int) -> int:
+    """The number of Documents a call returns: ``k`` given to ``invoke``, else the retriever's own."""
+    k = default if k is None else k
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"retriever k must be a positive integer, got {k!r}")
+    return k
+
+
 def _as_pattern(query: str) -> Pattern | None:
     """The pattern when ``query`` is one written as JSON, else None (plain text)."""
     text = query.strip()
@@ -92,13 +100,13 @@ class IsoragRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None) -> list[Document]:
-        n = k or self.k
-        got: tuple[Any, str | None] | None = self._retrieve(query, n)
+        k = _check_k(k, self.k)
+        got: tuple[Any, str | None] | None = self._retrieve(query, k)
         if got is None:
             from engine.answering.prompting import generate_pattern
 
-            pattern, written = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
-            got = self.engine.retrieve(pattern, k=n, **self.match), written
+            pattern, raw = generate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = self.engine.retrieve(pattern, k=k, **self.match), raw
         res, text = got
         return [] if res is None else self._documents(res, text)
 
@@ -107,13 +115,13 @@ class IsoragRetriever(BaseRetriever):
     ) -> list[Document]:
         import asyncio
 
-        n = k or self.k
-        got: tuple[Any, str | None] | None = await asyncio.to_thread(self._retrieve, query, n)
+        k = _check_k(k, self.k)
+        got: tuple[Any, str | None] | None = await asyncio.to_thread(self._retrieve, query, k)
         if got is None:
             from engine.answering.prompting import agenerate_pattern
 
-            pattern, written = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
-            got = await asyncio.to_thread(self.engine.retrieve, pattern, n, **self.match), written
+            pattern, raw = await agenerate_pattern(self.engine.llm, query, self.engine.fewshot("pattern"))
+            got = await asyncio.to_thread(self.engine.retrieve, pattern, k, **self.match), raw
         res, text = got
         return [] if res is None else self._documents(res, text)
 

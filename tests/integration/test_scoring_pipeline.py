@@ -235,6 +235,53 @@ def test_training_is_deterministic(prepared: Any) -> None:
     assert torch.equal(weights[0], weights[1])
 
 
+def short_training(eng: Engine, seed: int, out: Path) -> tuple[dict[str, Any], Any]:
+    """Three epochs of DDE+MLP through the public entry point, with sampled negatives (their generator is
+    seeded too): ``(checkpoint payload, result)``."""
+    res = eng.train_scorer(questions(), model="dde_mlp", out=out, hops=2, model_config={"hidden": 32},
+                           settings=TrainSettings(epochs=3, patience=3, min_epochs=1, lr=3e-3, batch_questions=4,
+                                                  recall_k=TRAIN_K, neg_samples=8, seed=seed, device="cpu"),
+                           progress=False)
+    return torch.load(out, map_location="cpu", weights_only=True), res
+
+
+def test_the_same_seed_gives_the_same_checkpoint(kg: Callable[..., Engine], tmp_path: Path) -> None:
+    eng = kg()
+    (a, res_a), (b, res_b) = (short_training(eng, 5, tmp_path / f"{i}.ckpt") for i in range(2))
+    (c, res_c) = short_training(eng, 6, tmp_path / "other.ckpt")
+    assert a["state_dict"].keys() == b["state_dict"].keys() == c["state_dict"].keys()
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+    figures = ("loss", f"dev_triple_recall@{TRAIN_K}", "dev_smoothed")
+    assert [[e[f] for f in figures] for e in res_a.history] == [[e[f] for f in figures] for e in res_b.history]
+    assert (res_a.best_epoch, res_a.best_dev_recall) == (res_b.best_epoch, res_b.best_dev_recall)
+    # another seed: other weights and another loss curve
+    assert not all(torch.equal(a["state_dict"][k], c["state_dict"][k]) for k in a["state_dict"])
+    assert [e["loss"] for e in res_a.history] != [e["loss"] for e in res_c.history]
+    # the seed and every training setting are kept in the checkpoint and in the result
+    assert a["info"]["seed"] == 5 and c["info"]["seed"] == 6
+    assert a["info"]["settings"]["seed"] == 5 and a["info"]["settings"]["neg_samples"] == 8
+    assert res_a.to_dict()["settings"] == a["info"]["settings"]
+
+
+def test_early_stopping_waits_for_min_epochs_and_judges_the_smoothed_figure(prepared: Any) -> None:
+    eng, data, _ = prepared
+    n = len(data.examples)
+    train, dev = data.subset([i for i in range(n) if i % 4]), data.subset([i for i in range(n) if i % 4 == 0])
+    seed_everything(0)
+    model = make_model("dde_mlp", eng.embedder.dim, hidden=32)
+    _, history, best_epoch, best = train_model(model, train, dev, TrainSettings(
+        epochs=7, patience=1, min_epochs=5, smooth=3, lr=3e-3, batch_questions=4, recall_k=TRAIN_K, seed=0,
+        device="cpu"), progress=False)
+    assert len(history) >= 5  # patience 1 alone may stop at epoch 2; never before min_epochs
+    raw = [e[f"dev_triple_recall@{TRAIN_K}"] for e in history]
+    for i, e in enumerate(history):
+        assert e["dev_smoothed"] == pytest.approx(float(np.mean(raw[max(0, i - 2):i + 1])))
+    assert best == max(e["dev_smoothed"] for e in history)
+    assert history[best_epoch - 1]["dev_smoothed"] == best
+    if len(history) < 7:  # stopped early: the epoch before the last had no better smoothed figure
+        assert history[-1]["dev_smoothed"] <= best
+
+
 @pytest.fixture(scope="module")
 def checkpoint(kg: Callable[..., Engine], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A DDE+MLP trained on the movie questions through the public entry point, written to a file."""

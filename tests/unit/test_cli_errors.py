@@ -507,6 +507,9 @@ def test_errors_are_typed_in_the_api(files: Files) -> None:
         EngineConfig(device="gpu")
     with pytest.raises(ConfigError):
         TrainSettings(lr=math.nan)
+    for bad_stop in ({"min_epochs": 0}, {"smooth": 0}, {"smooth": 1.5}, {"seed": -1}):
+        with pytest.raises(ConfigError, match=next(iter(bad_stop))):
+            TrainSettings(**bad_stop)
     with pytest.raises(ConfigError, match="unknown shape"):
         next(Synthesizer.__new__(Synthesizer).generate(1, ["bogus"]))
     from engine._engine import Engine
