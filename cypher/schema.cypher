@@ -13,3 +13,7 @@ CREATE INDEX isoragreltype_kg IF NOT EXISTS FOR (n:IsoragRelationType) ON (n.kg)
 CREATE CONSTRAINT isoragetype_tid IF NOT EXISTS FOR (n:IsoragEntityType) REQUIRE n.tid IS UNIQUE;
 CREATE INDEX isoragetype_kg IF NOT EXISTS FOR (n:IsoragEntityType) ON (n.kg);
 CREATE CONSTRAINT isoraglock_kg IF NOT EXISTS FOR (n:IsoragLock) REQUIRE n.kg IS UNIQUE;
+CREATE CONSTRAINT isoragkgversion_kg IF NOT EXISTS FOR (n:IsoragKGVersion) REQUIRE n.kg IS UNIQUE;
+CREATE CONSTRAINT isoragalias_aid IF NOT EXISTS FOR (n:IsoragAlias) REQUIRE n.aid IS UNIQUE;
+CREATE INDEX isoragalias_target IF NOT EXISTS FOR (n:IsoragAlias) ON (n.target);
+CREATE INDEX isoragalias_kg IF NOT EXISTS FOR (n:IsoragAlias) ON (n.kg);

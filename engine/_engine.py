@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `impor
     from engine._protocols import TextEmbedder
     from engine.answering.pipeline import Pipeline
     from engine.answering.results import Answer, StreamEvent, Verdict
+    from engine.changes.apply import ApplyReport
+    from engine.changes.ops import Op
     from engine.integrations.langchain import IsoragRetriever
     from engine.llm import LLM
     from engine.retrieval.pattern import PatternLike
@@ -159,6 +161,7 @@ class Engine:
 
             loader = BulkLoader(self.graph, self.vectors, self.embedder, batch_size=batch_size, progress=progress)
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
+        self.graph.bump_version(f"load {path}")  # readers in any process rebuild what they cache of the KG
         self._retriever = None  # relation catalog changed
         self._features = None
         self._kg_found = False
@@ -171,9 +174,51 @@ class Engine:
 
         summary = embed_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
                                  progress=progress, batch_size=batch_size)
+        self.graph.bump_version(f"adopt label {label}")
         self._retriever = None
         self._kg_found = False
         return summary
+
+    def apply(self, changes: str | Path | Iterable[Op], *, strict: bool = False, progress: bool = True,
+              batch_size: int | None = None) -> ApplyReport:
+        """Apply a change set to the KG (both stores): a JSON Lines file (:func:`engine.changes.ops.read_changes`) or
+        an iterable of operations (:mod:`engine.changes.ops`). Idempotent and resumable: the same change set run
+        again finishes a killed run, or changes nothing. Returns an :class:`~engine.changes.apply.ApplyReport` (with
+        the KG's new version). Bad operations follow the loaders' rules: skipped and reported with ``file:line``, or
+        raised with ``strict=True``."""
+        from engine.changes.apply import BATCH_SIZE, apply_changes
+        from engine.changes.ops import read_changes
+        from loaders import SkipLog
+
+        source = ""
+        unread = SkipLog()
+        if isinstance(changes, (str, Path)):
+            source = str(changes)
+            if strict:  # a bad line fails before anything is written, as a strict load does
+                for _ in read_changes(changes, strict=True):
+                    pass
+            changes = read_changes(changes, strict=strict, on_skip=unread)
+        report = apply_changes(self.graph, self.vectors, self.embedder, changes, strict=strict, progress=progress,
+                               batch_size=batch_size or BATCH_SIZE, source=source)
+        report.add_skipped(unread.errors, unread.count)
+        self.invalidate()
+        return report
+
+    def invalidate(self) -> None:
+        """Forget what this engine caches of the KG (relation catalog, relation vectors, scorer features). Needed
+        only after a write through another object: reads check the KG's version and rebuild their caches
+        themselves when another process changed it."""
+        with self._lock:
+            if self._graph is not None:
+                self._graph.invalidate()
+            if self._retriever is not None:
+                self._retriever.invalidate()
+            self._features = None
+
+    def version(self) -> dict[str, Any]:
+        """The KG's version: ``seq`` (change sets and loads applied), ``at`` (when, ISO 8601 UTC)."""
+        v = self.graph.version()
+        return {"seq": v["seq"], "at": v["at"]}
 
     def sync(self, path: str | Path, fmt: str | None = None, *, dry_run: bool = False, strict: bool = False,
              progress: bool = True, **options: Any) -> SyncReport:
@@ -186,7 +231,7 @@ class Engine:
         report = sync_file(self.graph, self.vectors, self.embedder, path, fmt, dry_run=dry_run, strict=strict,
                            progress=progress, **options)
         if not dry_run and report.changes:
-            self._changed()
+            self.invalidate()
         return report
 
     def resync_existing(self, label: str, key: str, name: str | None = None, *, dry_run: bool = False,
@@ -199,14 +244,8 @@ class Engine:
         report = resync_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
                                  dry_run=dry_run, progress=progress, batch_size=batch_size)
         if not dry_run and report.changes:
-            self._changed()
+            self.invalidate()
         return report
-
-    def _changed(self) -> None:
-        """The KG changed under this engine: what it derived from the KG is built again at its next use."""
-        self._retriever = None
-        self._features = None
-        self._kg_found = False
 
     def stats(self) -> dict[str, Any]:
         """Counts from both stores and whether they agree. ``exists`` per store: whether it holds anything of

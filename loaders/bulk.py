@@ -232,6 +232,7 @@ class BulkLoader:
         # Per load (reset by load_records), bounded: see _remember.
         self._written: set[int] = set()  # eids this load has merged (committed): not sent again
         self._fresh: set[int] = set()  # eids this load created and has not yet written triples from
+        self._has_aliases = False  # the KG has keys merged into other entities (engine.changes): resolve them
 
     # -- graph stage -------------------------------------------------------------------------------
     def _relation(self, name: str) -> tuple[int, str]:
@@ -275,6 +276,8 @@ class BulkLoader:
         kg = self.kg
         written = self._written
         eid_of: dict[str, int] = {}  # key -> eid for this batch (a key recurs in many triples)
+        if self._has_aliases:  # keys merged into another entity by a change set resolve to it
+            eid_of = self._aliased(batch)
         ents: list[dict[str, Any]] = []
         records: dict[int, dict[str, Any]] = {}
         groups: dict[int, list[dict[str, Any]]] = {}  # head eid -> its triples of this batch
@@ -295,7 +298,7 @@ class BulkLoader:
                 rel_names.add(rec.relation)
                 groups.setdefault(h, []).append({"t": t, "type": rtype, "name": rec.relation})
             else:
-                eid = entity_id(kg, rec.key)
+                eid = eid_of.get(rec.key) or entity_id(kg, rec.key)
                 row = records.setdefault(eid, {"eid": eid, "key": rec.key, "name": None, "types": []})
                 if rec.name:
                     row["name"] = rec.name
@@ -338,6 +341,15 @@ class BulkLoader:
                 merge.append({"h": h, "rels": rels})
         return info, (merge, create)
 
+    def _aliased(self, batch: Sequence[TripleRecord | EntityRecord]) -> dict[str, int]:
+        """key -> the entity it was merged into, for the keys of ``batch`` that are aliases (engine.changes)."""
+        eids: dict[int, str] = {}
+        for rec in batch:
+            for key in ((rec.head, rec.tail) if isinstance(rec, TripleRecord) else (rec.key,)):
+                eids[entity_id(self.kg, key)] = key
+        rows = self.graph.read_named("aliases_of", eids=list(eids))
+        return {eids[r["aid"]]: r["target"] for r in rows}
+
     # -- vector stage -------------------------------------------------------------------------------
     def _embed(self, info: dict[str, Any], summary: LoadSummary, bar: Any) -> None:
         embed_batch(self.vectors, self.embedder, self.kg, info, summary, bar, self.embed_batch_size)
@@ -357,6 +369,7 @@ class BulkLoader:
         t_start = time.perf_counter()
         self._written, self._fresh = set(), set()  # per load (see _write_nodes)
         self.graph.ensure_schema()
+        self._has_aliases = bool(self.graph.read_named("kg_has_aliases", kg=self.kg))
         graph_only = self.vectors is None  # (benchmarks: the graph stage alone)
         if not graph_only:
             self.vectors.ensure_collections()

@@ -208,6 +208,7 @@ class Run:
         # the stage's wall time: it includes starting the stores and the embedder at first use
         r.timings["retrieve"] = max(stage_ms, res.timings.get("total", 0.0))
         r.warnings.extend(res.warnings)
+        r.kg_version = res.kg_version
         r.unmatched = dict(res.unmatched)
         if isinstance(r, Answer):
             r.answers = list(res.answers)

@@ -62,6 +62,8 @@ class Answer:
     usage: dict[str, float] = field(default_factory=dict)
     retrieval: RetrievalResult | None = None
     warnings: list[str] = field(default_factory=list)
+    #: the KG's version the result was computed on (``RetrievalResult.kg_version``; None without a retrieval)
+    kg_version: int | None = None
     #: who gave ``text``: "llm", "pattern" (the entities bound to the pattern's target, no LLM) or "scorer"
     #: (no pattern matched and no LLM: extracted from the scored triples, see ``scored_answers``)
     answer_source: str | None = None
@@ -96,6 +98,7 @@ class Answer:
             "error_type": self.error_type,
             "usage": dict(self.usage),
             "warnings": list(self.warnings),
+            "kg_version": self.kg_version,
             "exact": r.exact if r is not None else None,
             "stats": dict(r.stats) if r is not None else {},
             "answer_source": self.answer_source,
@@ -137,6 +140,8 @@ class Verdict:
     usage: dict[str, float] = field(default_factory=dict)
     retrieval: RetrievalResult | None = None
     warnings: list[str] = field(default_factory=list)
+    #: the KG's version the result was computed on (``RetrievalResult.kg_version``; None without a retrieval)
+    kg_version: int | None = None
     #: named pattern nodes that are no KG entity's name, with the closest names (``RetrievalResult.unmatched``)
     unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
@@ -163,6 +168,7 @@ class Verdict:
             "error_type": self.error_type,
             "usage": dict(self.usage),
             "warnings": list(self.warnings),
+            "kg_version": self.kg_version,
             "unmatched": unmatched_dict(self.unmatched),
         }
 

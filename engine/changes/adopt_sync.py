@@ -121,12 +121,9 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
 
 
 def _bump(graph: GraphStore, report: SyncReport) -> int:
-    """A new version of the KG for the re-sync (its writes outside a change set)."""
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    what = f"re-sync {report.path} {at} {report.to_dict()}"
-    digest = hashlib.blake2b(what.encode("utf-8"), digest_size=16).hexdigest()
-    rows = graph.write_rows(cypher("changes_bump"), kg=graph.kg, at=at, hash=digest)
-    return int(rows[0]["seq"]) if rows else 0
+    """A new version of the KG for the re-sync's writes outside a change set."""
+    what = f"re-sync {report.path} {time.time()} {report.to_dict()}"
+    return graph.bump_version(hashlib.blake2b(what.encode("utf-8"), digest_size=16).hexdigest())
 
 
 __all__ = ["resync_existing"]

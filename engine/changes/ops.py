@@ -161,7 +161,7 @@ def op_from_json(obj: Any, *, line: int = 0, path: str = "") -> Op:
         return _set_entity(obj, str(vals["key"]), line, path, bad)
     if kind is MergeEntity and vals["source"] == vals["target"]:
         raise bad(f"op 'merge': an entity cannot be merged into itself ({vals['source']!r})")
-    return kind(*vals.values(), line=line, path=path)  # type: ignore[no-any-return]
+    return kind(*vals.values(), line=line, path=path)
 
 
 def _set_entity(obj: dict[str, Any], key: str, line: int, path: str,

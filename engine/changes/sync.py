@@ -468,12 +468,13 @@ def _same(key: str) -> str:
 
 
 def _load_aliases(graph: GraphStore) -> dict[str, str]:
-    """The KG's aliases (a merged entity's key -> the key of the entity it was merged into)."""
-    return {}
+    """The KG's aliases (a merged entity's key -> the key of the entity it was merged into); held in memory: a KG
+    has one per merge."""
+    return {r["alias"]: r["target"] for r in graph.read_named("sync_aliases", kg=graph.kg)}
 
 
-def _current_version(graph: GraphStore) -> int | None:
-    return None
+def _current_version(graph: GraphStore) -> int:
+    return int(graph.version()["seq"])
 
 
 def _nothing(report: SyncReport) -> str:

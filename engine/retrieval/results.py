@@ -79,6 +79,8 @@ class RetrievalResult:
     #: :func:`~engine.retrieval.retriever.normalize_name`; only the NAME_CHECK_CANDIDATES nearest candidates are
     #: looked at): the closest names with their distances
     unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    #: the KG's version (:meth:`engine.stores.graph.GraphStore.version`'s ``seq``) the result was computed on
+    kg_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +93,7 @@ class RetrievalResult:
             "exact": self.exact,
             "stats": self.stats,
             "unmatched": unmatched_dict(self.unmatched),
+            "kg_version": self.kg_version,
         }
 
 

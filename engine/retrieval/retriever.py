@@ -57,6 +57,29 @@ class Retriever:
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._text_lock = threading.Lock()
+        self._stamp: int | None = None  # the KG's version stamp the caches below were built on
+
+    def invalidate(self) -> None:
+        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types. (The
+        pattern-text embeddings stay: a text's vector does not depend on the KG.)"""
+        self._rel_matrix = None
+        self._has_types = None
+        refresh = getattr(self.graph, "invalidate", None)
+        if refresh is not None:
+            refresh()
+
+    def check_version(self) -> int | None:
+        """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
+        KG (this process or another); returns its sequence number (None for a graph without versions)."""
+        read = getattr(self.graph, "version", None)
+        if read is None:
+            return None
+        v = read()
+        if v["stamp"] != self._stamp:
+            if self._stamp is not None:
+                self.invalidate()
+            self._stamp = v["stamp"]
+        return int(v["seq"])
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
         """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
@@ -184,11 +207,13 @@ class Retriever:
         t_start = time.perf_counter()
         deadline = time.monotonic() + settings.deadline_s
         timings: dict[str, float] = {}
+        version = self.check_version()
         cands = self.candidates(pat, settings, timings)
         t0 = time.perf_counter()
         matcher = Matcher(self.graph, settings)
         matches, stats = matcher.top_k(pat, cands, k, deadline=deadline)
         result = self.build_result(pat, matches, cands, stats)
+        result.kg_version = version
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
         result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds

@@ -44,10 +44,34 @@ class FeatureStore:
         self._free: list[int] = []
         self._relations: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None = None
         self._lock = threading.RLock()
+        self._stamp: int | None = None  # the KG's version stamp the cache was filled on
         self.fetched = 0  # vectors read from Milvus (for reports)
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def clear(self) -> None:
+        """Forget every cached vector (the KG changed: an entity re-embedded, a relation gone)."""
+        with self._lock:
+            self._rows.clear()
+            self._missing.clear()
+            self._free = list(range(self._mat.shape[0] - 1, -1, -1))
+            self._relations = None
+
+    def check_version(self) -> None:
+        """Clear the cache when the KG's version moved since it was filled (one small read; any process's change)."""
+        read = getattr(self.graph, "version", None)
+        if read is None:
+            return
+        stamp = read()["stamp"]
+        with self._lock:
+            if stamp != self._stamp:
+                if self._stamp is not None:
+                    self.clear()
+                    refresh = getattr(self.graph, "invalidate", None)
+                    if refresh is not None:
+                        refresh()
+                self._stamp = stamp
 
     # -- entities ----------------------------------------------------------------------------------------
     def _grow(self, need: int) -> None:

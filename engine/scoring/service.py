@@ -254,6 +254,7 @@ class ScoringService:
         warnings: list[str] = []
         linked: list[LinkedEntity] = []
         t0 = time.perf_counter()
+        self.features.check_version()  # cached vectors of an entity renamed since are not used
         if anchors is None:
             linked = self.link(question)
             anchors = [x.eid for x in linked]

@@ -247,6 +247,49 @@ class GraphStore:
         res = self._run(query, params, write=True)
         return res.summary.counters
 
+    def write_tx(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Run several statements in one write transaction (all or nothing); returns each one's rows.
+
+        A statement's parameters may be a callable taking the rows of the statements before it (for values that
+        depend on what the transaction has written so far): ``(query, lambda prev: {...})``."""
+        import neo4j
+        from neo4j import exceptions as nex
+
+        def work(tx: Any) -> list[list[dict[str, Any]]]:
+            out: list[list[dict[str, Any]]] = []
+            for query, params in statements:
+                values = params(out) if callable(params) else params
+                out.append(tx.run(query, dict(values)).data())
+            return out
+
+        try:
+            with self._driver.session(database=self.settings.database,
+                                      default_access_mode=neo4j.WRITE_ACCESS) as session:
+                return session.execute_write(work)
+        except (nex.Neo4jError, nex.DriverError, OSError) as e:
+            raise self._translate(e) from e
+
+    def version(self) -> dict[str, Any]:
+        """The KG's version: ``seq`` (change sets and loads applied, 0 for none), ``at`` (when, ISO 8601 UTC) and
+        ``stamp`` (moves with every committed batch: what caches derived from the KG are keyed by). One small read."""
+        rows = self.read_named("kg_version", kg=self.kg)
+        if not rows:
+            return {"seq": 0, "at": None, "stamp": 0}
+        r = rows[0]
+        return {"seq": int(r["seq"] or 0), "at": r["at"], "stamp": int(r["stamp"] or 0)}
+
+    def bump_version(self, reason: str) -> int:
+        """A new version after a write that is not a change set (a load, an adoption); returns its number."""
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.ensure_schema()
+        rows, _ = self._write_rows(cypher("changes_bump"), kg=self.kg, at=at, hash=reason)
+        self._catalog = None
+        return int(rows[0]["seq"])
+
+    def invalidate(self) -> None:
+        """Forget what this store caches of the KG (its relation catalog)."""
+        self._catalog = None
+
     def verify(self) -> None:
         """Fail fast with the URI when the server is dead."""
         from neo4j import exceptions as nex

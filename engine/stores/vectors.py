@@ -436,6 +436,37 @@ class VectorStore:
                 self._send_mutation(name, request, insert=insert)
         self._mark_written(kind, ids_arr)
 
+    def delete(self, kind: str, ids: Sequence[int]) -> None:
+        """Delete the rows of these primary keys (missing ones are ignored), in batches."""
+        self._check_kind(kind)
+        wanted = np.unique(np.asarray(ids, dtype=np.int64).reshape(-1))
+        if not len(wanted) or self._col(kind) is None:
+            return
+        col = self._col(kind)
+        pk = _PK[kind]
+        for start in range(0, len(wanted), QUERY_BATCH):
+            chunk = wanted[start : start + QUERY_BATCH].tolist()
+            try:
+                col.delete(f"{pk} in {chunk}", timeout=DATA_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001
+                raise self._wrap(f"deleting from {self.names[kind]!r}", exc) from exc
+
+    def get_names(self, kind: str, ids: Sequence[int]) -> dict[int, str]:
+        """The stored names (what the vectors were embedded from) of these relation or type ids."""
+        self._check_kind(kind)
+        if kind == "entities":
+            raise ValueError("entity rows have no name field")
+        wanted = np.unique(np.asarray(ids, dtype=np.int64).reshape(-1))
+        out: dict[int, str] = {}
+        if not len(wanted) or self._col(kind) is None:
+            return out
+        pk = _PK[kind]
+        for start in range(0, len(wanted), QUERY_BATCH):
+            chunk = wanted[start : start + QUERY_BATCH].tolist()
+            for r in self._query(kind, f"{pk} in {chunk}", [pk, _NAME], "Strong"):
+                out[int(r[pk])] = str(r[_NAME])
+        return out
+
     def _new_rows(self, kind: str, ids: np.ndarray) -> np.ndarray:
         """Mask of rows whose pk is surely not stored: pks never written to a collection this
         store created.  Those are inserted, the rest upserted.  An upsert is a delete plus an
@@ -628,6 +659,13 @@ class VectorStore:
             futures = [pool.submit(self._finalize_one, k) for k in kinds]
         for f in futures:
             f.result()
+
+    def ensure_ready(self) -> None:
+        """Finalize (:meth:`finalize`) the kinds whose collection is not loaded yet; rows written into a loaded
+        collection are searchable as they are (a change set's few rows need no flush or index build)."""
+        for k in KINDS:
+            if not self._is_loaded(k):
+                self.finalize(k)
 
     def _segments(self, kind: str) -> int:
         """Number of flushed segments of a collection (2 when the server cannot tell: compact then)."""
