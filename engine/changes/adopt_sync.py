@@ -67,14 +67,15 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     if label not in labels:
         raise ConfigError(f"label {label!r} is not in the Neo4j database at {graph.uri} (labels: {sorted(labels)})")
     slot = {"label": label_slot(label)}
-    stale = [r["eid"] for r in graph.read(render("adopt_sync_stale", **slot), kg=kg, key=key)]
+    stale_rows = graph.read(render("adopt_sync_stale", **slot), kg=kg, key=key)
+    stale = [r["eid"] for r in stale_rows]
     renamed = graph.read(render("adopt_sync_renamed", **slot), kg=kg, key=key, name=name or key)
     fresh = graph.read(render("adopt_sync_new", **slot), key=key)[0]["new"]
     orphans = _orphan_entities(graph, vectors)
     unused = _unused_relations(graph)
     report.entities_removed = len(stale) + len(orphans)
     report.entities_set = len(renamed)
-    report.entities_added = int(fresh)
+    report.entities_added = int(fresh) + sum(1 for r in stale_rows if r["rekeyed"])
     report.relations_removed = len(unused)
     report.diff_s = time.perf_counter() - t0
     if dry_run:

@@ -227,7 +227,7 @@ class GraphStore:
 
     def read_one(self, query: str, **params: Any) -> Any:
         """The first column of the first row of a read-only statement, as the driver decodes it (no per-row dict,
-        no conversion pass: a statement that ``collect``\ s a large list into one row sends it fastest)."""
+        no conversion pass: a statement that collects a large list into one row sends it fastest)."""
         import neo4j
         from neo4j import exceptions as nex
 
