@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `impor
     from engine.answering.pipeline import Pipeline
     from engine.answering.results import Answer, StreamEvent, Verdict
     from engine.changes.apply import ApplyReport
+    from engine.changes.check import CheckReport
     from engine.changes.ops import Op
     from engine.integrations.langchain import IsoragRetriever
     from engine.llm import LLM
@@ -179,29 +180,52 @@ class Engine:
         self._kg_found = False
         return summary
 
-    def apply(self, changes: str | Path | Iterable[Op], *, strict: bool = False, progress: bool = True,
+    def apply(self, changes: str | Path | Iterable[Op] | None = None, *, add: str | Path | None = None,
+              remove: str | Path | None = None, fmt: str | None = None, strict: bool = False, progress: bool = True,
               batch_size: int | None = None) -> ApplyReport:
-        """Apply a change set to the KG (both stores): a JSON Lines file (:func:`engine.changes.ops.read_changes`) or
-        an iterable of operations (:mod:`engine.changes.ops`). Idempotent and resumable: the same change set run
-        again finishes a killed run, or changes nothing. Returns an :class:`~engine.changes.apply.ApplyReport` (with
-        the KG's new version). Bad operations follow the loaders' rules: skipped and reported with ``file:line``, or
-        raised with ``strict=True``."""
+        """Apply a change set to the KG (both stores): a JSON Lines file (:func:`engine.changes.ops.read_changes`),
+        an iterable of operations (:mod:`engine.changes.ops`), or two triple files, ``remove`` then ``add``, in any
+        format :meth:`load` reads (:func:`engine.changes.ops.read_triple_files`). Idempotent and resumable: the same
+        change set run again finishes a killed run, or changes nothing. Returns an
+        :class:`~engine.changes.apply.ApplyReport` (with the KG's new version). Bad operations follow the loaders'
+        rules: skipped and reported with ``file:line``, or raised with ``strict=True`` (for files, read whole before
+        anything is written)."""
         from engine.changes.apply import BATCH_SIZE, apply_changes
-        from engine.changes.ops import read_changes
+        from engine.changes.ops import read_changes, read_triple_files
         from loaders import SkipLog
 
-        source = ""
+        if (changes is None) == (add is None and remove is None):
+            raise ConfigError("apply: give a change set, or add= and/or remove= triple files (not both)")
         unread = SkipLog()
-        if isinstance(changes, (str, Path)):
+        if add is not None or remove is not None:
+            source = ", ".join(f"{w} {p}" for w, p in (("remove", remove), ("add", add)) if p is not None)
+            if strict:
+                for _ in read_triple_files(add=add, remove=remove, fmt=fmt, strict=True):
+                    pass
+            ops: Iterable[Op] = read_triple_files(add=add, remove=remove, fmt=fmt, strict=strict, on_skip=unread)
+        elif isinstance(changes, (str, Path)):
             source = str(changes)
             if strict:  # a bad line fails before anything is written, as a strict load does
                 for _ in read_changes(changes, strict=True):
                     pass
-            changes = read_changes(changes, strict=strict, on_skip=unread)
-        report = apply_changes(self.graph, self.vectors, self.embedder, changes, strict=strict, progress=progress,
+            ops = read_changes(changes, strict=strict, on_skip=unread)
+        else:
+            source, ops = "", changes  # type: ignore[assignment]
+        report = apply_changes(self.graph, self.vectors, self.embedder, ops, strict=strict, progress=progress,
                                batch_size=batch_size or BATCH_SIZE, source=source)
         report.add_skipped(unread.errors, unread.count)
         self.invalidate()
+        return report
+
+    def check(self, *, repair: bool = False, deep: bool = False, progress: bool = True) -> CheckReport:
+        """Compare the KG's two stores in full (counts, ids, the text each vector was embedded from: every entity's
+        with ``deep``) and, with ``repair``, make Milvus agree with Neo4j; see :mod:`engine.changes.check`."""
+        from engine.changes.check import check_stores
+
+        self.require_kg(vectors=False)
+        report = check_stores(self.graph, self.vectors, self.embedder, repair=repair, deep=deep, progress=progress)
+        if repair:
+            self.invalidate()
         return report
 
     def invalidate(self) -> None:
@@ -260,12 +284,19 @@ class Engine:
             raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
         v = {kind: self.vectors.count(kind) for kind in _COUNTED}
         dup = {kind: self.vectors.excess_rows(kind) for kind in _COUNTED if v[kind] > g[kind]}
+        version = self.graph.version()
+        queued = self.graph.read_named("changes_queued", kg=self.kg)
+        pending = int(queued[0]["queued"]) if queued else 0
         return {
             "kg": self.kg,
             "neo4j": {"uri": mask_uri(self.graph.uri), "exists": in_neo4j, **g},
             "milvus": {"uri": mask_uri(self.vectors.uri), "exists": in_milvus, **v,
                        "duplicates": {k: n for k, n in dup.items() if n}},
-            "agree": in_neo4j and in_milvus and all(g[k] == v[k] for k in _COUNTED),
+            "agree": in_neo4j and in_milvus and not pending and all(g[k] == v[k] for k in _COUNTED),
+            # the KG's version (change sets and loads applied) and the vector work a change set has queued and not
+            # done yet (a run killed between its two stores: run it again, or `isorag check --repair`)
+            "version": {"seq": version["seq"], "at": version["at"]},
+            "queued": pending,
             # a load (or drop) holding the KG's writer lease now: counts that disagree are then work in progress
             "writer": self.graph.lock_holder(),
         }

@@ -436,6 +436,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
         ["types", f"{n['types']:,}", f"{m['types']:,}"],
         ["triples", f"{n['triples']:,}", "-"],
     ], ["", f"Neo4j {n['uri']}", f"Milvus {m['uri']}"]))
+    ver = st.get("version") or {}
+    print(f"version {ver.get('seq', 0)}" + (f" (applied {ver['at']})" if ver.get("at") else ""))
+    if st.get("queued"):
+        print(f"{st['queued']:,} ids queued for Milvus by a change set not finished: run it again, or "
+              f"isorag check --kg {st['kg']} --repair")
     for kind, extra in m.get("duplicates", {}).items():
         print(f"{extra:,} duplicate {kind} vector rows (one id stored twice): run the load again to remove them")
     if st.get("writer"):
@@ -693,6 +698,58 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_apply(args: argparse.Namespace) -> int:
+    """``isorag apply``: a change set (JSON Lines, or --add/--remove triple files) applied to both stores."""
+    if (args.changes is None) == (args.add is None and args.remove is None):
+        raise ConfigError("apply needs a CHANGES file (JSON Lines) or --add/--remove triple files, not both")
+    if args.format and args.changes:
+        raise ConfigError("apply --format is for --add/--remove triple files; a CHANGES file is JSON Lines")
+    with _engine(args) as eng:
+        report = eng.apply(args.changes, add=args.add, remove=args.remove, fmt=args.format, strict=args.strict,
+                           progress=not args.quiet, batch_size=args.batch_size)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """``isorag check``: compare the stores in full; ``--repair`` makes them agree. Exit 1 when they differ (and
+    were not repaired)."""
+    with _engine(args) as eng:
+        report = eng.check(repair=args.repair, deep=args.deep, progress=not args.quiet)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines()))
+    return 0 if report.ok or report.repaired else 1
+
+
+def _add_living_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    s = command("apply", help="apply a change set (adds, removes, renames, merges) to both stores")
+    s.add_argument("changes", nargs="?", type=_in_file, help="JSON Lines change set ({\"op\": \"add\", ...})")
+    s.add_argument("--kg", type=_kg_type, default=None)
+    s.add_argument("--add", type=_source, help="triples to add, in any format `isorag load` reads")
+    s.add_argument("--remove", type=_source, help="triples to remove, in any format `isorag load` reads")
+    s.add_argument("--format", choices=["hrt", "tsv", "csv", "nt", "ttl", "jsonl", "tables"],
+                   help="format of the --add/--remove files (default: detected)")
+    s.add_argument("--strict", action="store_true", help="stop at the first bad operation")
+    s.add_argument("--batch-size", type=_int_type(1, BATCH_MAX), default=None,
+                   help="operations per batch, one Neo4j transaction each (default 5000)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_apply)
+
+    s = command("check", help="compare Neo4j and Milvus in full (counts, ids, texts); --repair fixes Milvus")
+    s.add_argument("--kg", type=_kg_type, required=True)
+    s.add_argument("--repair", action="store_true", help="make the stores agree")
+    s.add_argument("--deep", action="store_true", help="embed every entity's text again and compare its vector")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_check)
+
+
 def _source_options(s: argparse.ArgumentParser) -> None:
     """The options that say how to read a source file (load, sync)."""
     s.add_argument("--head", type=_column_type); s.add_argument("--relation", type=_column_type)  # noqa: E702
@@ -759,6 +816,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kg", type=_kg_type, default=None)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_stats)
+
+    _add_living_commands(command)
 
     s = command("match", help="exact top-k subgraphs for a pattern")
     s.add_argument("pattern", type=_pattern_type,
