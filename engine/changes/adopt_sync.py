@@ -11,9 +11,9 @@ picks all of it up and writes only what isorag owns (DESIGN §11):
   by :func:`engine.changes.apply.apply_changes` (which re-embeds them and gives the KG a new version);
 * nodes added to the label are adopted and embedded (:func:`loaders.existing.embed_existing`, which also adds the
   relation types new relationships brought and embeds what has no vector yet);
-* deleted nodes leave vectors without an entity: every entity id in Milvus is checked against Neo4j, batch by batch,
-  and those left over deleted;
-* relation types no relationship between the KG's entities uses any more leave the catalog, with their vectors.
+* deleted nodes leave vectors without an entity, and relation types may no longer be used by any relationship
+  between the KG's entities: :func:`engine.changes.check.check_stores` with ``repair`` (ids of both stores compared
+  in full) deletes those vectors and drops those catalog entries with theirs.
 
 The user's relationships are the KG's triples and are read live by retrieval, so they need nothing else. Every
 step is idempotent, so a re-sync killed at any point ends where an uninterrupted one would when run again.
@@ -36,28 +36,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine.stores.vectors import VectorStore
 
 
-def _orphan_entities(graph: GraphStore, vectors: VectorStore) -> list[int]:
-    """Entity ids with a vector in Milvus and no entity of the KG in Neo4j (a user deleted the node)."""
-    out: list[int] = []
-    for chunk in vectors.iter_ids("entities"):
-        ids = [int(i) for i in chunk]
-        have = graph.entities(ids)
-        out.extend(i for i in ids if i not in have)
-    return out
-
-
-def _unused_relations(graph: GraphStore) -> dict[str, int]:
-    """Relation types of the catalog that no relationship between the KG's entities uses any more: type -> rid."""
-    used = {r["type"] for r in graph.read_named("existing_rel_types", kg=graph.kg)}
-    return {ri.type: ri.rid for ri in graph.relation_catalog(refresh=True).values() if ri.type not in used}
-
-
 def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, label: str, key: str,
                     name: str | None = None, dry_run: bool = False, progress: bool = True,
                     batch_size: int = 10_000) -> SyncReport:
     """Re-sync the KG of ``graph``, adopted from the nodes of ``label`` (key property ``key``, name property
     ``name``), with what those nodes and their relationships are now (see the module docstring)."""
     from engine.changes.apply import apply_changes, sync_vectors
+    from engine.changes.check import check_stores
     from loaders.existing import embed_existing
 
     t0 = time.perf_counter()
@@ -71,12 +56,12 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     stale = [r["eid"] for r in stale_rows]
     renamed = graph.read(render("adopt_sync_renamed", **slot), kg=kg, key=key, name=name or key)
     fresh = graph.read(render("adopt_sync_new", **slot), key=key)[0]["new"]
-    orphans = _orphan_entities(graph, vectors)
-    unused = _unused_relations(graph)
-    report.entities_removed = len(stale) + len(orphans)
+    # deleted nodes (their vectors have no entity left) and relation types nothing uses: what check finds
+    chk = check_stores(graph, vectors, embedder, progress=False)
+    report.entities_removed = len(stale) + chk.extra.get("entities", 0)
     report.entities_set = len(renamed)
     report.entities_added = int(fresh) + sum(1 for r in stale_rows if r["rekeyed"])
-    report.relations_removed = len(unused)
+    report.relations_removed = len(chk.unused_relations)
     report.diff_s = time.perf_counter() - t0
     if dry_run:
         report.wall_s = report.diff_s
@@ -99,16 +84,11 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     applied["adopted"] = summary.to_dict()
     report.entities_added = summary.entities_created
     report.relations_added = max(0, summary.relations - before)
-    unused = _unused_relations(graph)
-    orphans = _orphan_entities(graph, vectors)
-    with graph.lock(f"re-sync label {label}: unused relations, vectors of deleted nodes"):
-        if unused:
-            graph.write(cypher("changes_drop_relations"), kg=kg, types=sorted(unused))
-        if unused or orphans:
-            sync_vectors(graph, vectors, embedder, orphans, list(unused.values()), [])
-        graph.invalidate()
-    report.relations_removed = len(unused)
-    report.entities_removed = len(stale) + len(orphans)
+    # vectors of deleted nodes, relation types no relationship uses any more (and anything else out of step)
+    chk = check_stores(graph, vectors, embedder, repair=True, progress=progress)
+    applied["check"] = chk.to_dict()
+    report.relations_removed = len(chk.unused_relations)
+    report.entities_removed = len(stale) + chk.extra.get("entities", 0)
     if report.changes:
         report.version = _bump(graph, report)
     else:
