@@ -10,8 +10,8 @@ cache under ``$ISORAG_HOME/scale``):
    entities and relations, pairs not in the KG), 0.1% of its entities renamed; applied with ``apply_changes``:
    ``changeset_s``, changes per second into each store (graph: operations / the graph stage's seconds; vectors:
    vectors upserted or deleted / the vector stage's seconds);
-3. graph-only changes: a second change set of triples only (0.5% removed, 0.5% added), no vector to write:
-   ``graph_ops_per_s`` (operations / wall time of the whole apply);
+3. graph-only changes: a second change set of triples only (``--graph-ops``, default 20,000: half removed, half
+   added), no vector to write: ``graph_ops_per_s`` (operations / wall time of the whole apply);
 4. a sync (``isorag sync FILE --kg ...`` in a child process, whose peak RSS is the client's) from a file that
    differs by 1% from the KG (0.5% of its triples dropped, 0.5% new ones): ``sync_s``, ``client_peak_rss_mb``;
    then a second sync of the same file with ``--dry-run`` must find nothing to change (``resync_changes`` = 0);
@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -78,18 +77,31 @@ def write_changes(path: Path, removes: list[tuple[str, str, str]], adds: list[tu
             f.write(json.dumps({"op": "set", "key": key, "name": name}) + "\n")
 
 
+#: the child's own peak RSS, read from /proc at its exit (VmHWM: this process image's high-water mark; the rusage of
+#: children would also count the parent's pages a fork shares before exec)
+_CHILD = """
+import sys
+from engine.cli import main
+try:
+    rc = main(sys.argv[1:])
+finally:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            sys.stderr.write("\\nISORAG_PEAK_RSS_KB=" + line.split()[1] + "\\n")
+sys.exit(rc)
+"""
+
+
 def run_cli(argv: list[str]) -> tuple[dict[str, Any], float, float]:
     """``isorag ARGV --json --quiet`` in a child process: (its JSON, wall seconds, the child's peak RSS in MB)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", *argv, "--json", "--quiet"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-c", _CHILD, *argv, "--json", "--quiet"], cwd=ROOT,
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"isorag {' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    # ru_maxrss of RUSAGE_CHILDREN is the largest of the children waited for: one child runs at a time, and the
-    # sync is the largest of them (the dry run reads the same partitions, applies nothing)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    return json.loads(proc.stdout), wall, rss
+    kb = [line.split("=", 1)[1] for line in proc.stderr.splitlines() if line.startswith("ISORAG_PEAK_RSS_KB=")]
+    return json.loads(proc.stdout), wall, int(kb[-1]) / 1024.0 if kb else float("nan")
 
 
 def bench(name: str, path: Path, args: argparse.Namespace, neo: str, mil: str, work: Path) -> dict[str, Any]:
@@ -143,7 +155,7 @@ def bench(name: str, path: Path, args: argparse.Namespace, neo: str, mil: str, w
 
     # 3. graph-only changes: triples only, no vector to write
     cur = [t for t in triples if t not in removed_set] + adds
-    m = max(1, len(triples) // 200)
+    m = max(1, args.graph_ops // 2)
     g_removes = rng.sample(cur, m)
     g_adds = new_triples(triples, current | removed_set | set(g_removes), m, rng)
     graph_changes = work / f"{name}-graph-changes.jsonl"
@@ -205,6 +217,7 @@ def main() -> None:
     ap.add_argument("--edges", type=int, default=1_000_000, help="size of the scale KG (benchmarks/scale.py)")
     ap.add_argument("--metaqa-only", action="store_true", help="skip the scale KG")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--graph-ops", type=int, default=20_000, help="size of the graph-only change set")
     ap.add_argument("--keep", action="store_true", help="keep the KGs afterwards (default: drop them)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()

@@ -252,7 +252,9 @@ class Engine:
         in memory). ``dry_run``: count the differences, write nothing. Returns a :class:`SyncReport`."""
         from engine.changes.sync import sync_file
 
-        report = sync_file(self.graph, self.vectors, self.embedder, path, fmt, dry_run=dry_run, strict=strict,
+        # a dry run writes nothing: it needs neither Milvus nor the embedding model
+        vectors, embedder = (None, None) if dry_run else (self.vectors, self.embedder)
+        report = sync_file(self.graph, vectors, embedder, path, fmt, dry_run=dry_run, strict=strict,
                            progress=progress, **options)
         if not dry_run and report.changes:
             self.invalidate()
