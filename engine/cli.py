@@ -698,12 +698,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_apply(args: argparse.Namespace) -> int:
-    """``isorag apply``: a change set (JSON Lines, or --add/--remove triple files) applied to both stores."""
+def _check_apply_args(args: argparse.Namespace) -> None:
+    """Each file of a change set is opened and read up to its first operation, so a bad file fails before any
+    server starts (as load does); then which arguments go together."""
+    from engine.changes.ops import read_changes
+    from loaders import open_source
+    from loaders.bulk import LoadSummary, _Skips, peek_records
+
+    for path in (args.remove, args.add):
+        if path is not None:
+            summary = LoadSummary(path=str(path))
+            peek_records(open_source(path, args.format, strict=args.strict, on_skip=_Skips(summary)), summary)
+    if args.changes is not None:
+        summary = LoadSummary(path=str(args.changes))
+        peek_records(read_changes(args.changes, strict=args.strict, on_skip=_Skips(summary)), summary)
     if (args.changes is None) == (args.add is None and args.remove is None):
         raise ConfigError("apply needs a CHANGES file (JSON Lines) or --add/--remove triple files, not both")
     if args.format and args.changes:
         raise ConfigError("apply --format is for --add/--remove triple files; a CHANGES file is JSON Lines")
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    """``isorag apply``: a change set (JSON Lines, or --add/--remove triple files) applied to both stores."""
+    _check_apply_args(args)
     with _engine(args) as eng:
         report = eng.apply(args.changes, add=args.add, remove=args.remove, fmt=args.format, strict=args.strict,
                            progress=not args.quiet, batch_size=args.batch_size)

@@ -29,6 +29,8 @@ class Files:
         self.items = self._write("items.jsonl", '{"id": "q1", "question": "who directed Heat", "answers": '
                                                 '["Michael Mann"], "pattern": ' + PATTERN + '}\n')
         self.rel_paths = self._write("paths.txt", "directed_by\n")
+        self.changes = self._write("changes.jsonl", '{"op": "add", "head": "Heat", "relation": "directed_by", '
+                                                    '"tail": "Michael Mann"}\n')
         self.pattern = self._write("pattern.json", PATTERN)
         (root / "tables").mkdir()
         self.nodes = self._write("tables/nodes.csv", "id,name\n1,Heat\n2,Michael Mann\n")
@@ -80,6 +82,8 @@ def base(f: Files) -> dict[str, tuple[list[tuple[str, str]], list[tuple[str, str
         "eval": ([("file", f.items)], [("--kg", KG), ("--no-llm", None), ("--quiet", None)]),
         "train-scorer": ([], [("--qa", f.qa), ("--out", f.out), ("--kg", KG), ("--quiet", None)]),
         "demo": ([], [("--kg", KG), ("--quiet", None)]),
+        "apply": ([("changes", f.changes)], [("--kg", KG), ("--quiet", None)]),
+        "check": ([], [("--kg", KG), ("--quiet", None)]),
     }
 
 

@@ -62,7 +62,7 @@ PATHS = [(name, flag_of(a), PATH_TYPES[a.type]) for name, a in options() if a.ty
 
 
 BASE_NAMES = {"neo4j", "milvus", "load", "stats", "match", "drop", "ask", "verify", "synth", "eval", "train-scorer",
-              "demo"}
+              "demo", "apply", "check"}
 
 
 def test_every_subcommand_has_good_arguments_here(files: Files) -> None:
@@ -185,6 +185,8 @@ def test_outputs_in_directories_that_do_not_exist_yet_are_fine(files: Files) -> 
     ("load", "--head", "", "empty column"),
     ("load", "--header", "maybe", "invalid choice"),
     ("load", "--format", "xml", "invalid choice"),
+    ("apply", "--format", "xml", "invalid choice"),
+    ("apply", "--format", "hrt", "--add/--remove"),
     ("load", "--label", "", "empty text"),
     ("verify", "--shard", "1/1", "0 <= i < n"),
     ("verify", "--shard", "-1/2", "--shard"),
@@ -250,10 +252,14 @@ def test_bad_kg_names_are_refused_by_every_command(name: str, files: Files,
     (["eval", "ITEMS", "--kg", KG, "--pattern", "llm", "--no-llm"], "needs an LLM"),
     (["train-scorer", "--qa", "QA", "--relation-paths", "QA", "QA", "--out", "OUT"], "one --relation-paths file"),
     (["verify", "CLAIMS", "--out", "CLAIMS"], "is the claims file"),
+    (["apply", "--kg", KG], "needs a CHANGES file"),
+    (["apply", "CHANGES", "--add", "HRT", "--kg", KG], "not both"),
+    (["check"], "required: --kg"),
 ])
 def test_bad_combinations_are_refused(args: list[str], needle: str, files: Files,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    subst = {"ITEMS": files.items, "QA": files.qa, "OUT": files.out, "CLAIMS": files.claims}
+    subst = {"ITEMS": files.items, "QA": files.qa, "OUT": files.out, "CLAIMS": files.claims,
+             "CHANGES": files.changes, "HRT": files.hrt}
     rc, out, err = run([subst.get(a, a) for a in args], capsys)
     assert_one_line_error(rc, out, err, needle)
 
