@@ -42,6 +42,7 @@ from engine._cypher import cypher
 from engine._errors import InputError, MalformedInputError
 from engine.changes.ops import AddTriple, Op, RemoveEntity, RemoveTriple, SetEntity
 from engine.stores.graph import GraphStore, entity_id, sanitize_relation
+from loaders.bulk import default_name as _DEFAULT_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -194,26 +195,9 @@ class _Spill:
                 yield from block
 
 
-class _Eids:
-    """``entity_id`` of keys, remembered for the keys met recently (a key recurs in many triples)."""
-
-    def __init__(self, kg: str, limit: int = 500_000) -> None:
-        self.kg, self.limit = kg, limit
-        self._memo: dict[str, int] = {}
-
-    def __call__(self, key: str) -> int:
-        eid = self._memo.get(key)
-        if eid is None:
-            if len(self._memo) >= self.limit:
-                self._memo.clear()
-            eid = self._memo[key] = entity_id(self.kg, key)
-        return eid
-
-
 def _default_name(key: str) -> str:
-    from loaders.bulk import default_name
-
-    return default_name(key)
+    """The name a load gives an entity known only by its key (loaders.bulk.default_name)."""
+    return _DEFAULT_NAME(key)
 
 
 class Syncer:
@@ -238,32 +222,52 @@ class Syncer:
 
     # -- 1: the file, spilled by partition ------------------------------------------------------------
     def _spill_file(self, records: Iterable[Any], spill: _Spill, parts: int, report: SyncReport,
-                    total: int | None, resolve: Callable[[str], str]) -> None:
+                    total: int | None, aliases: dict[str, str]) -> None:
         from tqdm import tqdm
 
         from loaders import TripleRecord
 
-        eid = _Eids(self.kg)
+        kg, add, rtypes = self.kg, spill.add, self._types
+        # bounded memos (cleared when full, which costs only recomputation or a repeated spill item): the eid of
+        # recent keys (a key recurs in many triples), and the tails already spilled as keys of their range
+        memo: dict[str, int] = {}
+        tails: set[int] = set()
+        limit = 500_000
+        n = triples = 0
         with tqdm(total=total, desc="sync: read file", unit="rec", disable=not self.progress, file=sys.stderr,
                   dynamic_ncols=True, leave=False) as bar:
-            n = 0
             for rec in records:
                 n += 1
                 if type(rec) is TripleRecord:
-                    h, t = resolve(rec.head), resolve(rec.tail)
-                    he, te = eid(h), eid(t)
-                    spill.add((he * parts) >> 63, ("T", he, self._rtype(rec.relation), te, h, rec.relation, t,
-                                                   rec.line))
-                    spill.add((te * parts) >> 63, ("K", te, t))
-                    report.triples += 1
+                    h, r, t = rec.head, rec.relation, rec.tail
+                    if aliases:
+                        h, t = aliases.get(h, h), aliases.get(t, t)
+                    he = memo.get(h)
+                    if he is None:
+                        if len(memo) >= limit:
+                            memo.clear()
+                        he = memo[h] = entity_id(kg, h)
+                    te = memo.get(t)
+                    if te is None:
+                        if len(memo) >= limit:
+                            memo.clear()
+                        te = memo[t] = entity_id(kg, t)
+                    rt = rtypes.get(r) or self._rtype(r)
+                    add((he * parts) >> 63, ("T", he, rt, te, h, r, t, rec.line))
+                    if te not in tails:
+                        if len(tails) >= limit:
+                            tails.clear()
+                        tails.add(te)
+                        add((te * parts) >> 63, ("K", te, t))
+                    triples += 1
                 else:
-                    key = resolve(rec.key)
-                    ke = eid(key)
-                    spill.add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line))
+                    key = aliases.get(rec.key, rec.key)
+                    ke = entity_id(kg, key)
+                    add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line))
                 if n % 10_000 == 0:
                     bar.update(10_000)
             bar.update(n % 10_000)
-            report.records = n
+        report.records, report.triples = n, triples
         spill.close()
 
     # -- 2: one partition, both sides ----------------------------------------------------------------
@@ -351,9 +355,8 @@ class Syncer:
         store_triples = self.graph.stats()["triples"]
         parts = max(1, min(MAX_PARTITIONS, -(-max(total or 0, store_triples) // self.partition_triples)))
         report.partitions = parts
-        resolve = self._resolver()
         spill = _Spill(folder, "file", parts)
-        self._spill_file(records, spill, parts, report, total, resolve)
+        self._spill_file(records, spill, parts, report, total, _load_aliases(self.graph))
         if report.records == 0:
             raise InputError(_nothing(report))
         out = {k: _OpSpill(folder / f"ops-{k}.pickle") for k in OP_KINDS}
@@ -375,13 +378,6 @@ class Syncer:
             o.close()
         report.diff_s = time.perf_counter() - t0
         return out
-
-    def _resolver(self) -> Callable[[str], str]:
-        """Source key -> the key a load writes it under (a merge's alias resolves to its target)."""
-        aliases = _load_aliases(self.graph)
-        if not aliases:
-            return _same
-        return lambda key: aliases.get(key, key)
 
     def sync(self, records: Iterable[Any], report: SyncReport, *, total: int | None = None, dry_run: bool = False,
              strict: bool = False, batch_size: int | None = None) -> SyncReport:
@@ -461,10 +457,6 @@ def _ops(out: dict[str, _OpSpill], path: str) -> Iterator[Op]:
                 yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path)
             else:
                 yield RemoveEntity(item[1])
-
-
-def _same(key: str) -> str:
-    return key
 
 
 def _load_aliases(graph: GraphStore) -> dict[str, str]:
