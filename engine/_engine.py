@@ -245,17 +245,18 @@ class Engine:
         return {"seq": v["seq"], "at": v["at"]}
 
     def sync(self, path: str | Path, fmt: str | None = None, *, dry_run: bool = False, strict: bool = False,
-             progress: bool = True, **options: Any) -> SyncReport:
+             progress: bool = True, batch_size: int | None = None, **options: Any) -> SyncReport:
         """Make the KG equal to a source file (any format :meth:`load` reads): what the file has and the KG lacks is
         added, what the KG has and the file lacks is removed, entity names and types are set as a fresh load of the
         file would set them (:mod:`engine.changes.sync`: both sides streamed by eid partitions, never the whole KG
-        in memory). ``dry_run``: count the differences, write nothing. Returns a :class:`SyncReport`."""
+        in memory). ``dry_run``: count the differences, write nothing; ``batch_size``: operations per batch of the
+        apply (:func:`engine.changes.apply.apply_changes`). Returns a :class:`SyncReport`."""
         from engine.changes.sync import sync_file
 
         # a dry run writes nothing: it needs neither Milvus nor the embedding model
         vectors, embedder = (None, None) if dry_run else (self.vectors, self.embedder)
         report = sync_file(self.graph, vectors, embedder, path, fmt, dry_run=dry_run, strict=strict,
-                           progress=progress, **options)
+                           progress=progress, batch_size=batch_size, **options)
         if not dry_run and report.changes:
             self.invalidate()
         return report

@@ -414,7 +414,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
                                          progress=not args.quiet)
         else:
             report = eng.sync(args.path, args.format, dry_run=args.dry_run, strict=args.strict,
-                              progress=not args.quiet, **_loader_options(args))
+                              progress=not args.quiet, batch_size=args.batch_size, **_loader_options(args))
         if args.json:
             _print_json(report.to_dict())
         else:
@@ -819,6 +819,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kg", type=_kg_type, required=True)
     s.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
     s.add_argument("--strict", action="store_true", help="stop at the first malformed line (before any write)")
+    s.add_argument("--batch-size", type=_int_type(1, BATCH_MAX), default=None,
+                   help="operations per batch of the apply, one Neo4j transaction each (default 5000)")
     _source_options(s)
     s.add_argument("--from-neo4j", action="store_true",
                    help="re-sync a graph adopted with load --from-neo4j: its added, changed and deleted nodes and "

@@ -393,7 +393,7 @@ class Syncer:
                 t1 = time.perf_counter()
                 kw: dict[str, Any] = {} if batch_size is None else {"batch_size": batch_size}
                 applied = apply_changes(self.graph, self.vectors, self.embedder, _ops(out, report.path),
-                                        strict=strict, progress=self.progress, **kw)
+                                        strict=strict, progress=self.progress, source=f"sync {report.path}", **kw)
                 report.apply_s = time.perf_counter() - t1
                 report.applied = applied.to_dict()
                 report.version = applied.version
@@ -480,7 +480,7 @@ def _nothing(report: SyncReport) -> str:
 def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbedder | None, path: str | Path,
               fmt: str | None = None, *, dry_run: bool = False, strict: bool = False, progress: bool = True,
               spill_dir: str | Path | None = None, partition_triples: int = PARTITION_TRIPLES,
-              **options: Any) -> SyncReport:
+              batch_size: int | None = None, **options: Any) -> SyncReport:
     """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads); returns what
     it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
     stops the sync before anything is written (the file is read whole before the first write anyway)."""
@@ -494,7 +494,7 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
     records = open_source(path, fmt, strict=strict, on_skip=_SkipCounter(report), **options)
     syncer = Syncer(graph, vectors, embedder, progress=progress, spill_dir=spill_dir,
                     partition_triples=partition_triples)
-    return syncer.sync(records, report, total=total, dry_run=dry_run, strict=strict)
+    return syncer.sync(records, report, total=total, dry_run=dry_run, strict=strict, batch_size=batch_size)
 
 
 __all__ = ["SyncReport", "Syncer", "sync_file", "partition_bounds", "PARTITION_TRIPLES"]

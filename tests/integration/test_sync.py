@@ -258,3 +258,46 @@ def test_adoption_resync_picks_up_the_users_changes_and_never_modifies_the_users
     finally:
         g.write(f"MATCH (n:`{label}`) DETACH DELETE n")
         g.write("MATCH (n) WHERE n.marker = $m DETACH DELETE n", m=marker)
+
+
+def test_a_sync_killed_midway_and_run_again_ends_as_a_clean_run(make_engine: Any, tmp_path: Path, neo4j_uri: str,
+                                                                 milvus_uri: str) -> None:
+    """kill -9 while the sync applies its batches; run again: the KG equals a fresh load of the file (triples,
+    entities, names, every vector compared by key), and a third run changes nothing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    eng = make_engine()
+    path = tmp_path / "kb.txt"
+    triples = write_hrt(path, n_movies=300)
+    eng.load(path, progress=False)
+    edited = [t for t in triples if int(t[0].split()[1]) % 3 != 0]  # a third of the movies gone
+    edited += [(f"Movie {i}", "written_by", f"Writer {i % 17}") for i in range(0, 600, 2)]  # new lines
+    path.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in edited), encoding="utf-8")
+    env = {**os.environ, "NEO4J_URI": neo4j_uri, "MILVUS_URI": milvus_uri, "ISORAG_LOCK_TTL_S": "4",
+           "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "sync", str(path), "--kg", eng.kg, "--quiet",
+                             "--batch-size", "20"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            rows = eng.graph.read_named("changes_state", kg=eng.kg)
+            if rows and (rows[0]["cs_batches"] or 0) >= 3 and not rows[0]["cs_done"]:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the sync ended before it could be killed: {proc.stderr.read()!r}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(5)  # the killed writer's lease runs out
+    rep = eng.sync(path, progress=False)
+    assert rep.changes > 0  # what the killed run had not applied yet
+    fresh = make_engine()
+    fresh.load(path, progress=False)
+    assert_same(state(eng), state(fresh))
+    assert eng.check(progress=False).ok
+    assert eng.sync(path, progress=False).changes == 0
