@@ -244,7 +244,7 @@ class Engine:
         v = self.graph.version()
         return {"seq": v["seq"], "at": v["at"]}
 
-    def sync(self, path: str | Path, fmt: str | None = None, *, dry_run: bool = False, strict: bool = False,
+    def sync(self, path: str | Path | None, fmt: str | None = None, *, dry_run: bool = False, strict: bool = False,
              progress: bool = True, batch_size: int | None = None, **options: Any) -> SyncReport:
         """Make the KG equal to a source file (any format :meth:`load` reads): what the file has and the KG lacks is
         added, what the KG has and the file lacks is removed, entity names and types are set as a fresh load of the

@@ -477,20 +477,24 @@ def _nothing(report: SyncReport) -> str:
     return f"{report.path}: nothing to sync from: no triple or entity in it; a sync never empties a KG (use drop)"
 
 
-def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbedder | None, path: str | Path,
+def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbedder | None, path: str | Path | None,
               fmt: str | None = None, *, dry_run: bool = False, strict: bool = False, progress: bool = True,
               spill_dir: str | Path | None = None, partition_triples: int = PARTITION_TRIPLES,
               batch_size: int | None = None, **options: Any) -> SyncReport:
-    """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads); returns what
-    it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
+    """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads; ``None`` for a
+    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
     stops the sync before anything is written (the file is read whole before the first write anyway)."""
     from loaders import detect_format, open_source
     from loaders.bulk import _count_lines
 
-    path = Path(path)
-    fmt = fmt or detect_format(path)
-    report = SyncReport(path=str(path), kg=graph.kg)
-    total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+    if path is None:  # a tables source given as nodes= and edges= files
+        fmt, shown = fmt or "tables", str(options.get("nodes") or "")
+        total = None
+    else:
+        path = Path(path)
+        fmt, shown = fmt or detect_format(path), str(path)
+        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+    report = SyncReport(path=shown, kg=graph.kg)
     records = open_source(path, fmt, strict=strict, on_skip=_SkipCounter(report), **options)
     syncer = Syncer(graph, vectors, embedder, progress=progress, spill_dir=spill_dir,
                     partition_triples=partition_triples)

@@ -125,7 +125,7 @@ def test_sync_sets_names_and_types_from_entity_records_and_resolves_aliases(make
     eng.load(src, progress=False)
     # the user renames one, retypes another; later a duplicate key "deniro" of p3 is merged into p3
     eng.apply([SetEntity("m1", name="Heat (1995)"), SetEntity("p2", types=("director",))], progress=False)
-    rep = eng.sync(src, progress=False)
+    rep = eng.sync(None, nodes=str(nodes), edges=str(edges), progress=False)  # (the files named one by one)
     assert (rep.entities_set, rep.triples_added, rep.triples_removed) == (2, 0, 0)
     fresh = make_engine()
     fresh.load(src, progress=False)
