@@ -230,12 +230,15 @@ class ChangeApplier:
         self.graph, self.vectors, self.embedder = graph, vectors, embedder
         self.kg = graph.kg
         self.batch_size, self.progress, self.embed_batch_size = batch_size, progress, embed_batch_size
+        self._has_aliases: bool | None = None  # whether the KG has aliases (asked once, then kept up to date)
 
     # -- keys ---------------------------------------------------------------------------------------
     def _resolve(self, keys: Iterable[str]) -> dict[str, int]:
-        """key -> eid, through the aliases of merged entities."""
+        """key -> eid, through the aliases of merged entities (looked up only once the KG has any)."""
         eids = {k: entity_id(self.kg, k) for k in keys}
-        if eids:
+        if self._has_aliases is None:
+            self._has_aliases = bool(self.graph.read_named("kg_has_aliases", kg=self.kg))
+        if eids and self._has_aliases:
             rows = self.graph.read_named("aliases_of", eids=sorted(set(eids.values())))
             if rows:
                 alias = {r["aid"]: r["target"] for r in rows}
@@ -251,8 +254,10 @@ class ChangeApplier:
         kg = self.kg
         keys = {k for op in batch for k in _keys(op)}
         eid = self._resolve(keys)
-        existing = {r["eid"]: r for r in self.graph.read_named("changes_entities", eids=sorted(set(eid.values())),
-                                                                 kg=kg)} if eid else {}
+        # whether an entity exists is asked only where an operation needs it before the transaction (merges and
+        # entity removals); the other statements MERGE, or say what they found
+        asked = sorted({eid[k] for op in batch if isinstance(op, (MergeEntity, RemoveEntity)) for k in _keys(op)})
+        existing = {r["eid"]: r for r in self.graph.read_named("changes_entities", eids=asked, kg=kg)} if asked else {}
         stmts: list[tuple[str, Any]] = []
         readers: list[Callable[[list[dict[str, Any]]], None]] = []
         stale_entities: set[int] = set()
@@ -286,6 +291,7 @@ class ChangeApplier:
                     gone.add(s)
                     stale_entities.add(s)
         if merges:
+            self._has_aliases = True
             stmts.append((cypher("changes_merge"), {"rows": merges, "kg": kg}))
 
             def read_merges(rows: list[dict[str, Any]]) -> None:
@@ -318,7 +324,7 @@ class ChangeApplier:
         for op in batch:
             if isinstance(op, RemoveTriple):
                 h, t, ty = eid[op.head], eid[op.tail], sanitize_relation(op.relation)
-                if (h, ty, t) in seen or h not in existing or t not in existing:
+                if (h, ty, t) in seen:
                     skips.op(op, f"remove: triple ({op.head!r}, {op.relation!r}, {op.tail!r}) is not in KG {kg!r}")
                     continue
                 seen.add((h, ty, t))
@@ -346,7 +352,7 @@ class ChangeApplier:
             if isinstance(op, AddTriple):
                 for k in (op.head, op.tail):
                     e = eid[k]
-                    if (e not in existing or e in gone) and e not in ents:
+                    if e not in ents:  # MERGEd: created when missing (or removed earlier in this batch)
                         nm = default_name(k)
                         ents[e] = {"eid": e, "key": k, "name": nm, "name_key": name_key(nm), "types": []}
                 ty = sanitize_relation(op.relation)
@@ -387,7 +393,7 @@ class ChangeApplier:
                     if op.description is not None:
                         row["set_desc"], row["description"] = True, op.description or None
                 if op.types is not None:
-                    if e not in set_rows and (e not in existing or e in gone):
+                    if e not in set_rows:  # the entity is MERGEd before its types are set
                         dn = default_name(op.key)
                         set_rows[e] = {"eid": e, "key": op.key, "name": None, "name_key": None, "set_desc": False,
                                        "description": None, "default_name": dn, "default_name_key": name_key(dn)}
@@ -433,16 +439,22 @@ class ChangeApplier:
         stmts, maybe_unused = self._statements(batch, report, skips, index)
         g.write_tx(stmts)
         if maybe_unused:
-            catalog = {ri.type for ri in g.relation_catalog(refresh=True).values()}
-            drop = [t for t in sorted(maybe_unused) if t in catalog
-                    and not g.read(render("changes_type_used", rel_type=rel_type(t, catalog)), kg=kg)]
-            if drop:
-                def record(prev: list[list[dict[str, Any]]]) -> dict[str, Any]:
-                    return {"kg": kg, "batches": index + 1, "entities": [],
-                            "relations": sorted(r["rid"] for r in prev[0]), "types": []}
-                g.write_tx([(cypher("changes_drop_relations"), {"kg": kg, "types": drop}),
-                            (cypher("changes_batch_done"), record)])
+            self._drop_unused_relations(maybe_unused, index + 1)
         g.invalidate()
+
+    def _drop_unused_relations(self, types: Iterable[str] | None, batches: int) -> None:
+        """Drop the relation catalog entries of these relationship types (None: every type of the catalog) that no
+        triple of the KG uses any more, and queue their vectors for deletion."""
+        g, kg = self.graph, self.kg
+        catalog = {ri.type for ri in g.relation_catalog(refresh=True).values()}
+        drop = [t for t in sorted(catalog if types is None else set(types)) if t in catalog
+                and not g.read(render("changes_type_used", rel_type=rel_type(t, catalog)), kg=kg)]
+        if drop:
+            def record(prev: list[list[dict[str, Any]]]) -> dict[str, Any]:
+                return {"kg": kg, "batches": batches, "entities": [],
+                        "relations": sorted(r["rid"] for r in prev[0]), "types": []}
+            g.write_tx([(cypher("changes_drop_relations"), {"kg": kg, "types": drop}),
+                        (cypher("changes_batch_done"), record)])
 
     # -- the vector side --------------------------------------------------------------------------------
     def catch_up_vectors(self, report: ApplyReport, *, done: bool | None = None) -> None:
@@ -494,17 +506,19 @@ class ChangeApplier:
                 report.wall_s = time.perf_counter() - t_start
                 return report
             resume = int(st.get("cs_batches") or 0) if st.get("cs_hash") == digest else 0
+            batch_size = self.batch_size
             if not resume:
                 at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 row = g.write_tx([(cypher("changes_begin"), {"kg": self.kg, "at": at, "hash": digest,
-                                                              "source": source})])[0][0]
+                                                              "source": source, "batch_size": batch_size})])[0][0]
                 report.version, report.version_at = int(row["seq"]), str(row["at"])
-            else:
+            else:  # the batches are cut as the run that committed the first ones cut them
                 report.version, report.version_at = int(st["seq"]), str(st["at"])
+                batch_size = int(st.get("cs_batch_size") or batch_size)
             bar = tqdm(total=total, desc="apply  (ops)", unit="op", disable=not self.progress, file=sys.stderr,
                        dynamic_ncols=True)
             try:
-                for i, batch in enumerate(_batches(_unspool(spool_path), self.batch_size)):
+                for i, batch in enumerate(_batches(_unspool(spool_path), batch_size)):
                     report.batches += 1
                     if i < resume:
                         report.batches_resumed += 1
@@ -517,6 +531,8 @@ class ChangeApplier:
                     bar.update(len(batch))
             finally:
                 bar.close()
+            if report.batches_resumed:  # a run killed between a batch and its catalog clean-up: sweep the catalog
+                self._drop_unused_relations(None, report.batches)
             self.catch_up_vectors(report, done=True)
         finally:
             os.unlink(spool_path)

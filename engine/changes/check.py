@@ -106,7 +106,10 @@ def _neo4j_ids(graph: GraphStore) -> dict[str, np.ndarray]:
     return {"entities": np.sort(ents), "relations": rels, "types": types}
 
 
-def _milvus_ids(vectors: VectorStore, kind: str) -> np.ndarray:
+def _milvus_ids(vectors: VectorStore, kind: str, rows: int) -> np.ndarray:
+    """Every stored id of ``kind`` (``rows``: the collection's row count; a small one is read in one query)."""
+    if rows <= vectors.query_limit:
+        return np.unique(np.asarray(vectors.all_ids(kind), dtype=np.int64))
     parts = list(vectors.iter_ids(kind))
     return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
@@ -165,9 +168,9 @@ def _check(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, r
     gone: dict[str, list[int]] = {k: [] for k in ids}
     existing = set(vectors.existing_kinds())
     for kind, want in ids.items():
-        have = _milvus_ids(vectors, kind) if kind in existing else np.empty(0, np.int64)
-        rep.neo4j[kind] = len(want)
         rows = vectors.count(kind) if kind in existing else 0
+        have = _milvus_ids(vectors, kind, rows) if kind in existing else np.empty(0, np.int64)
+        rep.neo4j[kind] = len(want)
         rep.milvus[kind] = len(have)
         rep.duplicates[kind] = max(0, rows - len(have))
         missing = np.setdiff1d(want, have, assume_unique=True)

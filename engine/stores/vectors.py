@@ -840,6 +840,19 @@ class VectorStore:
         except Exception as exc:  # noqa: BLE001
             raise self._wrap(f"reading the ids of {self.names[kind]!r}", exc) from exc
 
+    #: rows one query returns at most (Milvus' result cap)
+    query_limit = 16_384
+
+    def all_ids(self, kind: str) -> list[int]:
+        """Every stored primary key of a collection of at most :attr:`query_limit` rows, in one query (strong
+        consistency); a larger one: :meth:`iter_ids`."""
+        self._check_kind(kind)
+        if self._col(kind) is None:
+            return []
+        pk = _PK[kind]
+        rows = self._query(kind, f"{pk} >= {-(1 << 63) + 1}", [pk], "Strong")
+        return [int(r[pk]) for r in rows]
+
     def excess_rows(self, kind: str) -> int:
         """Rows beyond one per primary key. Milvus keeps a pk inserted twice twice (two processes loading one KG at
         once did that before loads took the KG's lease): ``count(*)`` counts both rows, a query returns one."""
