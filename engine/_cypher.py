@@ -160,4 +160,4 @@ def joined(parts: "Iterable[Fragment]", sep: str) -> Fragment:
     return Fragment(sep.join(items))
 
 
-_SEPARATORS = frozenset({", ", " + ", " AND ", "\n", "|"})
+_SEPARATORS = frozenset({", ", " + ", " AND ", "\n", "|", "\nUNION ALL\n"})

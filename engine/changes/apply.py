@@ -29,9 +29,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Iterator, Sequence
 
-from engine._cypher import cypher, render, rel_type
+from engine._cypher import cypher, joined, render, rel_type
 from engine._errors import ConfigError, MalformedInputError
 from engine.stores.graph import entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders.bulk import default_name
@@ -352,7 +352,7 @@ class ChangeApplier:
             if isinstance(op, AddTriple):
                 for k in (op.head, op.tail):
                     e = eid[k]
-                    if e not in ents:  # MERGEd: created when missing (or removed earlier in this batch)
+                    if e not in ents:  # created when missing (or removed earlier in this batch)
                         nm = default_name(k)
                         ents[e] = {"eid": e, "key": k, "name": nm, "name_key": name_key(nm), "types": []}
                 ty = sanitize_relation(op.relation)
@@ -364,11 +364,10 @@ class ChangeApplier:
             for r in rels.values():
                 if not _valid_type(r["type"]):
                     raise ConfigError(f"not a valid relationship type: {r['type']!r}")
-            stmts.append((cypher("merge_entities"), {"rows": list(ents.values()), "kg": kg}))
+            stmts.append((cypher("changes_add_entities"), {"rows": list(ents.values()), "kg": kg}))
 
             def read_entities(rows: list[dict[str, Any]]) -> None:
-                existed = {r["eid"] for r in rows}
-                stale_entities.update(e for e in ents if e not in existed)
+                stale_entities.update(r["eid"] for r in rows)  # created here: no vector yet
             readers.append(read_entities)
             stmts.append((cypher("merge_relation_types"), {"rows": list(rels.values()), "kg": kg}))
             readers.append(lambda rows: None)
@@ -431,24 +430,22 @@ class ChangeApplier:
         stmts += [(cypher("changes_unused_types"), unused_types), (cypher("changes_batch_done"), record)]
         return stmts, maybe_unused_rel_types
 
-    def _write_batch(self, batch: list[Op], report: ApplyReport, skips: _Skips, index: int) -> None:
-        """One batch in one transaction (with its record on the version node); then the relation types it left
-        unused go, in a second one (a kill in between leaves an unused catalog entry: the next batch that touches
-        the type, or `isorag check --repair`, removes it)."""
-        g, kg = self.graph, self.kg
+    def _write_batch(self, batch: list[Op], report: ApplyReport, skips: _Skips, index: int) -> set[str]:
+        """One batch in one transaction (with its record on the version node). Returns the relationship types it
+        removed triples of: the caller drops those nothing uses any more once the change set's batches are in (one
+        check per type and change set, not per batch: a type touched by every batch is looked at once)."""
         stmts, maybe_unused = self._statements(batch, report, skips, index)
-        g.write_tx(stmts)
-        if maybe_unused:
-            self._drop_unused_relations(maybe_unused, index + 1)
-        g.invalidate()
+        self.graph.write_tx(stmts)
+        self.graph.invalidate()
+        return maybe_unused
 
     def _drop_unused_relations(self, types: Iterable[str] | None, batches: int) -> None:
         """Drop the relation catalog entries of these relationship types (None: every type of the catalog) that no
         triple of the KG uses any more, and queue their vectors for deletion."""
         g, kg = self.graph, self.kg
         catalog = {ri.type for ri in g.relation_catalog(refresh=True).values()}
-        drop = [t for t in sorted(catalog if types is None else set(types)) if t in catalog
-                and not g.read(render("changes_type_used", rel_type=rel_type(t, catalog)), kg=kg)]
+        drop = unused_types(g, [t for t in sorted(catalog if types is None else set(types)) if t in catalog],
+                            catalog)
         if drop:
             def record(prev: list[list[dict[str, Any]]]) -> dict[str, Any]:
                 return {"kg": kg, "batches": batches, "entities": [],
@@ -517,6 +514,7 @@ class ChangeApplier:
                 batch_size = int(st.get("cs_batch_size") or batch_size)
             bar = tqdm(total=total, desc="apply  (ops)", unit="op", disable=not self.progress, file=sys.stderr,
                        dynamic_ncols=True)
+            maybe_unused: set[str] = set()  # relationship types the batches removed triples of
             try:
                 for i, batch in enumerate(_batches(_unspool(spool_path), batch_size)):
                     report.batches += 1
@@ -525,14 +523,18 @@ class ChangeApplier:
                         bar.update(len(batch))
                         continue
                     t0 = time.perf_counter()
-                    self._write_batch(batch, report, skips, i)
+                    maybe_unused |= self._write_batch(batch, report, skips, i)
                     report.graph_s += time.perf_counter() - t0
                     self.catch_up_vectors(report)
                     bar.update(len(batch))
             finally:
                 bar.close()
-            if report.batches_resumed:  # a run killed between a batch and its catalog clean-up: sweep the catalog
+            t0 = time.perf_counter()
+            if report.batches_resumed:  # a run killed before its catalog clean-up: sweep the whole catalog
                 self._drop_unused_relations(None, report.batches)
+            elif maybe_unused:
+                self._drop_unused_relations(maybe_unused, report.batches)
+            report.graph_s += time.perf_counter() - t0
             self.catch_up_vectors(report, done=True)
         finally:
             os.unlink(spool_path)
@@ -541,6 +543,21 @@ class ChangeApplier:
         g.invalidate()
         report.wall_s = time.perf_counter() - t_start
         return report
+
+
+#: relationship types checked per statement by :func:`unused_types`
+TYPES_PER_CHECK = 200
+
+
+def unused_types(graph: GraphStore, types: Sequence[str], catalog: Container[str]) -> list[str]:
+    """Those of ``types`` (of the KG's catalog) that no triple of the KG has: one read per
+    :data:`TYPES_PER_CHECK` types (a UNION ALL of one branch per type, each stopping at its first triple)."""
+    used: set[str] = set()
+    for start in range(0, len(types), TYPES_PER_CHECK):
+        chunk = types[start:start + TYPES_PER_CHECK]
+        stmt = joined([render("changes_type_used", rel_type=rel_type(t, catalog)) for t in chunk], "\nUNION ALL\n")
+        used.update(r["type"] for r in graph.read(stmt, kg=graph.kg))
+    return [t for t in types if t not in used]
 
 
 def _valid_type(t: str) -> bool:

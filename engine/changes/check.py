@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine._cypher import cypher, rel_type, render
+from engine._cypher import cypher
 
-from .apply import ApplyReport, ChangeApplier, entity_text, sync_vectors
+from .apply import ApplyReport, ChangeApplier, entity_text, sync_vectors, unused_types
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -139,8 +139,7 @@ def _stale_entities(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
 
 def _unused_relations(graph: GraphStore) -> list[str]:
     catalog = {ri.type for ri in graph.relation_catalog(refresh=True).values()}
-    return [t for t in sorted(catalog)
-            if not graph.read(render("changes_type_used", rel_type=rel_type(t, catalog)), kg=graph.kg)]
+    return unused_types(graph, sorted(catalog), catalog)
 
 
 def check_stores(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, repair: bool = False,

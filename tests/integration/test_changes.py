@@ -177,7 +177,7 @@ def test_retrieval_after_a_change_in_another_engine_is_not_stale(loaded: Any, ma
     assert [a.entity.name for a in after.answers] == ["M. Mann"]
     gone = reader.retrieve(pattern, k=1)
     assert all(a.entity.name != "2004" for a in gone.answers)
-    # the relation still has triples (Heat, Collateral's other film years): the catalog kept it, read afresh
+    # the last release_year triple goes: the relation leaves the catalog, and the reader's cached catalog follows
     writer.apply([RemoveTriple("Heat", "release_year", "1995")], progress=False)
     reader.retrieve({"triples": [["Heat", "directed_by", "UNKNOWN person 1"]]}, k=1)
     assert "release_year" not in reader.graph.relation_types()
@@ -212,6 +212,9 @@ def test_the_users_graph_is_never_modified(make_engine: Any) -> None:
         assert users() == before
         assert g.read(f"MATCH (n:{label} {{uid: 'u2'}}) RETURN labels(n) AS l, n.isorag_kg AS kg")[0] == {
             "l": [label], "kg": None}
+        eng.check(repair=True, deep=True, progress=False)  # repairs touch isorag's own data only
+        assert eng.check(deep=True, progress=False).ok
+        assert users() == before
         eng.drop()
         assert users() == before
         assert g.read(f"MATCH (n:{label}) WHERE n.isorag_eid IS NOT NULL RETURN count(n) AS c")[0]["c"] == 0
