@@ -136,6 +136,26 @@ def generate(edges: int, path: Path, *, seed: int = 0, alpha: float = 1.0, degre
     return {"entities_made": sum(counts.values()), "relation_names": len(rels)}
 
 
+def cached_file(edges: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
+    """The scale KG of ``edges`` triples as a TSV file under ``$ISORAG_HOME/scale``, generated once (also used by
+    benchmarks/update.py); returns (path, what the generation said)."""
+    data = Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag") / "scale"
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / f"scale_{edges}.tsv"
+    gen: dict[str, Any] = {"cached": path.exists()}
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        gen.update(generate(edges, tmp, seed=seed))
+        # grouped by relation (kept so cached files stay valid): the loader once wrote one statement per
+        # relationship type per batch; it now writes all of a batch's types in one statement (dynamic types)
+        env = {**os.environ, "LC_ALL": "C"}
+        subprocess.run(["sort", "-t", "\t", "-k2,2", "-S", "512M", "-T", str(data), "-o", str(path), str(tmp)],
+                       check=True, env=env)
+        tmp.unlink()
+        gen["sorted_by_relation"] = True
+    return path, gen
+
+
 def du_mb(path: Path) -> float | None:
     if not path.exists():
         return None
@@ -169,21 +189,9 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
 
     home = Path(os.environ.get("ISORAG_HOME") or Path.home() / ".isorag")
     data = home / "scale"
-    data.mkdir(parents=True, exist_ok=True)
-    path = data / f"scale_{edges}.tsv"
     t0 = time.perf_counter()
     prev = previous or {}
-    gen: dict[str, Any] = {"cached": path.exists()}
-    if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        gen.update(generate(edges, tmp, seed=args.seed))
-        # grouped by relation (kept so cached files stay valid): the loader once wrote one statement per
-        # relationship type per batch; it now writes all of a batch's types in one statement (dynamic types)
-        env = {**os.environ, "LC_ALL": "C"}
-        subprocess.run(["sort", "-t", "\t", "-k2,2", "-S", "512M", "-T", str(data), "-o", str(path), str(tmp)],
-                       check=True, env=env)
-        tmp.unlink()
-        gen["sorted_by_relation"] = True
+    path, gen = cached_file(edges, args.seed)
     gen_s = time.perf_counter() - t0
     print(f"[{edges:,}] generated {path} in {gen_s:.1f} s", flush=True)
 

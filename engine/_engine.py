@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `impor
     from engine.servers.neo4j import LocalNeo4j
     from engine.stores.graph import GraphStore
     from engine.stores.vectors import VectorStore
+    from engine.changes.sync import SyncReport
     from loaders.bulk import BulkLoader, LoadSummary
     from loaders.offline import OfflineLoader
 
@@ -246,6 +247,36 @@ class Engine:
         """The KG's version: ``seq`` (change sets and loads applied), ``at`` (when, ISO 8601 UTC)."""
         v = self.graph.version()
         return {"seq": v["seq"], "at": v["at"]}
+
+    def sync(self, path: str | Path | None, fmt: str | None = None, *, dry_run: bool = False, strict: bool = False,
+             progress: bool = True, batch_size: int | None = None, **options: Any) -> SyncReport:
+        """Make the KG equal to a source file (any format :meth:`load` reads): what the file has and the KG lacks is
+        added, what the KG has and the file lacks is removed, entity names and types are set as a fresh load of the
+        file would set them (:mod:`engine.changes.sync`: both sides streamed by eid partitions, never the whole KG
+        in memory). ``dry_run``: count the differences, write nothing; ``batch_size``: operations per batch of the
+        apply (:func:`engine.changes.apply.apply_changes`). Returns a :class:`SyncReport`."""
+        from engine.changes.sync import sync_file
+
+        # a dry run writes nothing: it needs neither Milvus nor the embedding model
+        vectors, embedder = (None, None) if dry_run else (self.vectors, self.embedder)
+        report = sync_file(self.graph, vectors, embedder, path, fmt, dry_run=dry_run, strict=strict,
+                           progress=progress, batch_size=batch_size, **options)
+        if not dry_run and report.changes:
+            self.invalidate()
+        return report
+
+    def resync_existing(self, label: str, key: str, name: str | None = None, *, dry_run: bool = False,
+                        progress: bool = True, batch_size: int = 10_000) -> SyncReport:
+        """Adoption re-sync (``isorag sync --from-neo4j``): pick up the nodes of ``label`` added, changed (name, key)
+        or deleted since the KG adopted them, and the relationship types added or no longer used, touching only what
+        isorag owns on them (:mod:`engine.changes.adopt_sync`). Returns a :class:`SyncReport`."""
+        from engine.changes.adopt_sync import resync_existing
+
+        report = resync_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
+                                 dry_run=dry_run, progress=progress, batch_size=batch_size)
+        if not dry_run and report.changes:
+            self.invalidate()
+        return report
 
     def stats(self) -> dict[str, Any]:
         """Counts from both stores and whether they agree. ``exists`` per store: whether it holds anything of

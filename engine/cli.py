@@ -380,6 +380,48 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_sync_args(args: argparse.Namespace) -> None:
+    """Which sync options go together; a file source is opened and read up to its first record before any server."""
+    given = [f"--{n}" for n in _LOADER_OPTIONS if getattr(args, n) is not None]
+    if args.from_neo4j:
+        extra = ([args.path] if args.path else []) + given + (["--format"] if args.format else []) \
+            + (["--strict"] if args.strict else [])
+        if extra:
+            raise ConfigError(f"sync --from-neo4j re-syncs a graph adopted from Neo4j: it takes no {', '.join(extra)}")
+        if not args.label or not args.key_prop:
+            raise ConfigError("sync --from-neo4j needs --label and --key-prop")
+        return
+    adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop))
+             if v]
+    if adopt:
+        raise ConfigError(f"{', '.join(adopt)}: only with --from-neo4j")
+    if not args.path and not (args.nodes and args.edges):
+        raise ConfigError("sync needs a PATH (or --nodes and --edges, or --from-neo4j)")
+    from loaders import open_source
+    from loaders.bulk import LoadSummary, _Skips, peek_records
+
+    summary = LoadSummary(path=str(args.path or args.nodes))
+    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=_Skips(summary),
+                             **_loader_options(args)), summary)
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """isorag sync: make a KG equal to a file, or re-sync a graph adopted from Neo4j."""
+    _check_sync_args(args)
+    with _engine(args) as eng:
+        if args.from_neo4j:
+            report = eng.resync_existing(args.label, args.key_prop, args.name_prop, dry_run=args.dry_run,
+                                         progress=not args.quiet)
+        else:
+            report = eng.sync(args.path, args.format, dry_run=args.dry_run, strict=args.strict,
+                              progress=not args.quiet, batch_size=args.batch_size, **_loader_options(args))
+        if args.json:
+            _print_json(report.to_dict())
+        else:
+            print("\n".join(report.lines()))
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
         st = eng.stats()
@@ -768,6 +810,15 @@ def _add_living_commands(command: Callable[..., argparse.ArgumentParser]) -> Non
     s.set_defaults(func=cmd_check)
 
 
+def _source_options(s: argparse.ArgumentParser) -> None:
+    """The options that say how to read a source file (load, sync)."""
+    s.add_argument("--head", type=_column_type); s.add_argument("--relation", type=_column_type)  # noqa: E702
+    s.add_argument("--tail", type=_column_type)
+    s.add_argument("--delimiter", type=_delimiter_type, help="one character; escapes as in Python (\\t, \\x1f)")
+    s.add_argument("--header", choices=["yes", "no"])
+    s.add_argument("--nodes", type=_in_file); s.add_argument("--edges", type=_in_file)  # noqa: E702
+
+
 def build_parser() -> argparse.ArgumentParser:
     positive = _int_type(1)
     natural = _int_type(0)
@@ -793,11 +844,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     s.add_argument("--batch-size", type=_int_type(1, BATCH_MAX), default=10_000,
                    help=f"triples per batch, one Neo4j transaction each (default 10000, at most {BATCH_MAX:,})")
-    s.add_argument("--head", type=_column_type); s.add_argument("--relation", type=_column_type)  # noqa: E702
-    s.add_argument("--tail", type=_column_type)
-    s.add_argument("--delimiter", type=_delimiter_type, help="one character; escapes as in Python (\\t, \\x1f)")
-    s.add_argument("--header", choices=["yes", "no"])
-    s.add_argument("--nodes", type=_in_file); s.add_argument("--edges", type=_in_file)  # noqa: E702
+    _source_options(s)
     s.add_argument("--offline-import", action="store_true",
                    help="first load of a big KG into an empty local Neo4j by neo4j-admin database import "
                         "(the server is stopped meanwhile; see loaders/offline.py)")
@@ -808,6 +855,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("-v", "--verbose", action="store_true", help="print the first skipped lines")
     s.set_defaults(func=cmd_load)
+
+    s = command("sync", help="make a KG equal to a file (or re-sync a graph adopted with load --from-neo4j)")
+    s.add_argument("path", nargs="?", type=_source)
+    s.add_argument("--format", choices=["hrt", "tsv", "csv", "nt", "ttl", "jsonl", "tables"])
+    s.add_argument("--kg", type=_kg_type, required=True)
+    s.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
+    s.add_argument("--strict", action="store_true", help="stop at the first malformed line (before any write)")
+    s.add_argument("--batch-size", type=_int_type(1, BATCH_MAX), default=None,
+                   help="operations per batch of the apply, one Neo4j transaction each (default 5000)")
+    _source_options(s)
+    s.add_argument("--from-neo4j", action="store_true",
+                   help="re-sync a graph adopted with load --from-neo4j: its added, changed and deleted nodes and "
+                        "relationships (only what isorag owns is written)")
+    s.add_argument("--label", type=_text_type); s.add_argument("--key-prop", type=_text_type)  # noqa: E702
+    s.add_argument("--name-prop", type=_text_type)
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_sync)
 
     s = command("stats", help="counts from both stores, and whether they agree")
     s.add_argument("--kg", type=_kg_type, default=None)

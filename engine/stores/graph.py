@@ -225,6 +225,20 @@ class GraphStore:
                 raise self._translate(e) from e
         raise AssertionError("unreachable")
 
+    def read_one(self, query: str, **params: Any) -> Any:
+        """The first column of the first row of a read-only statement, as the driver decodes it (no per-row dict,
+        no conversion pass: a statement that collects a large list into one row sends it fastest)."""
+        import neo4j
+        from neo4j import exceptions as nex
+
+        try:
+            with self._driver.session(database=self.settings.database,
+                                      default_access_mode=neo4j.READ_ACCESS) as session:
+                rec = session.run(query, params).single(strict=True)
+                return rec[0]
+        except (nex.Neo4jError, nex.DriverError, OSError) as e:
+            raise self._translate(e) from e
+
     def read_named(self, name: str, **params: Any) -> list[dict[str, Any]]:
         return self.read(cypher(name), **params)
 

@@ -85,6 +85,7 @@ def base(f: Files) -> dict[str, tuple[list[tuple[str, str]], list[tuple[str, str
         "demo": ([], [("--kg", KG), ("--quiet", None)]),
         "apply": ([("changes", f.changes)], [("--kg", KG), ("--quiet", None)]),
         "check": ([], [("--kg", KG), ("--quiet", None)]),
+        "sync": ([("path", f.hrt)], [("--kg", KG), ("--quiet", None)]),
     }
 
 

@@ -62,7 +62,7 @@ PATHS = [(name, flag_of(a), PATH_TYPES[a.type]) for name, a in options() if a.ty
 
 
 BASE_NAMES = {"neo4j", "milvus", "load", "stats", "match", "drop", "ask", "verify", "synth", "eval", "train-scorer",
-              "train-generator", "demo", "apply", "check"}
+              "train-generator", "demo", "apply", "check", "sync"}
 
 
 def test_every_subcommand_has_good_arguments_here(files: Files) -> None:
@@ -188,6 +188,10 @@ def test_outputs_in_directories_that_do_not_exist_yet_are_fine(files: Files) -> 
     ("apply", "--format", "xml", "invalid choice"),
     ("apply", "--format", "hrt", "--add/--remove"),
     ("load", "--label", "", "empty text"),
+    ("sync", "--format", "xml", "invalid choice"),
+    ("sync", "--delimiter", "ab", "one character"),
+    ("sync", "--head", "", "empty column"),
+    ("sync", "--label", "", "empty text"),
     ("verify", "--shard", "1/1", "0 <= i < n"),
     ("verify", "--shard", "-1/2", "--shard"),
     ("verify", "--shard", "a/b", "i/n"),
@@ -258,6 +262,11 @@ def test_bad_kg_names_are_refused_by_every_command(name: str, files: Files,
     (["apply", "--kg", KG], "needs a CHANGES file"),
     (["apply", "CHANGES", "--add", "HRT", "--kg", KG], "not both"),
     (["check"], "required: --kg"),
+    (["sync", "HRT"], "required: --kg"),
+    (["sync", "--kg", KG], "needs a PATH"),
+    (["sync", "--kg", KG, "--from-neo4j", "--label", "Person"], "needs --label and --key-prop"),
+    (["sync", "HRT", "--kg", KG, "--label", "Person"], "only with --from-neo4j"),
+    (["sync", "HRT", "--kg", KG, "--from-neo4j", "--label", "P", "--key-prop", "id"], "takes no"),
 ])
 def test_bad_combinations_are_refused(args: list[str], needle: str, files: Files,
                                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,6 +278,8 @@ def test_bad_combinations_are_refused(args: list[str], needle: str, files: Files
 
 @pytest.mark.parametrize("command,text,needle", [
     ("load", "x\ny\n", "every line was skipped (2 lines: 2 x wrong field count)"),
+    ("sync", "x\ny\n", "every line was skipped (2 lines: 2 x wrong field count)"),
+    ("sync", "", "nothing loaded"),
     ("load", "", "nothing loaded"),
     ("load", "\n\n# a comment\n", "no triple or entity"),
     ("verify", '{"id": 1}\n{"claim": "x"}\n', "every row is malformed (2)"),
@@ -286,13 +297,14 @@ def test_bad_combinations_are_refused(args: list[str], needle: str, files: Files
 ])
 def test_bad_content_is_refused_before_anything_starts(command: str, text: str, needle: str, files: Files,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    p = files.root / ("bad.txt" if command == "load" else "bad.jsonl")
+    p = files.root / ("bad.txt" if command in ("load", "sync") else "bad.jsonl")
     p.write_text(text)
-    flag = {"load": "path", "verify": "claims", "eval": "file", "train-scorer": "--qa", "train-generator": "--qa"}[command]
+    flag = {"load": "path", "sync": "path", "verify": "claims", "eval": "file", "train-scorer": "--qa",
+            "train-generator": "--qa"}[command]
     if command == "train-generator" and "\t" in text:
         p = p.with_suffix(".txt")
         p.write_text(text)
-    args = argv(files, command, flag, str(p)) + (["--format", "hrt"] if command == "load" else [])
+    args = argv(files, command, flag, str(p)) + (["--format", "hrt"] if command in ("load", "sync") else [])
     rc, out, err = run(args, capsys)
     assert_one_line_error(rc, out, err, needle)
 

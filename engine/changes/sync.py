@@ -1,0 +1,504 @@
+"""Sync: make a KG equal to a source file, streaming both, then apply the difference as a change set.
+
+The KG is never held in client memory. Every entity key is hashed to its eid (:func:`engine.stores.graph.entity_id`),
+and the eid space ``[0, 2**63)`` is cut into ``P`` equal ranges, so that each range holds about
+:data:`PARTITION_TRIPLES` triples of the file or of the store, whichever is larger:
+
+1. the file is read once (any format ``isorag load`` reads) and each record is spilled, pickled in blocks, to the
+   partition file of its head's eid (a triple), of its tail's eid (the tail's key, so the tail is known to be in
+   the file) or of its key's eid (an entity record: name and types);
+2. partition by partition, the spill is read back and the store's entities and triples of the same eid range are
+   read with one range seek each on the eid constraint's index (``cypher/sync_*_range.cypher``); the two sides are
+   compared by ``(head eid, relationship type, tail eid)`` (integers: the store is not asked for key strings it
+   does not need), and the differences are spilled as operations;
+3. the counts are shown (``dry_run`` stops there); then the operations are applied by
+   :func:`engine.changes.apply.apply_changes` in this order: triples removed, triples added, entities set, entities
+   removed (an entity no longer in the file goes last, once no triple of the file refers to it).
+
+What the KG is made equal to is what a fresh load of the file gives: its triples, its entities (the keys its
+triples and entity records name), each entity's name (the last name an entity record gives, else the key's default
+name, as the loader names it) and its types (united from its entity records, in order). A user's own nodes adopted
+in place and their own relationships are never compared, so never removed (DESIGN §11). A key that a merge made an
+alias is resolved to its target first, as a load resolves it.
+
+Memory: one partition of each side at a time (about :data:`PARTITION_TRIPLES` triples), the spill buffers and the
+operations' counts. Run again after a kill, a sync computes the difference anew against what the killed run left,
+so it ends where an uninterrupted run would; run twice, the second finds nothing to change and applies nothing.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
+
+from engine._cypher import cypher
+from engine._errors import InputError, MalformedInputError
+from engine.changes.ops import AddTriple, Op, RemoveEntity, RemoveTriple, SetEntity
+from engine.stores.graph import GraphStore, entity_id, sanitize_relation
+from loaders.bulk import default_name as _DEFAULT_NAME
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import TextEmbedder
+    from engine.stores.vectors import VectorStore
+
+#: triples (of the file or of the store, whichever has more) per partition: both sides of one partition in memory
+#: take about 30 MB at this size
+PARTITION_TRIPLES = 50_000
+#: at most this many partitions (open spill files)
+MAX_PARTITIONS = 512
+#: records kept per partition before its buffer is pickled to its spill file
+_SPILL_BLOCK = 4096
+_EID_SPACE = 1 << 63
+#: the order operations are applied in (see the module docstring)
+OP_KINDS = ("remove", "add", "set", "remove_entity")
+
+
+@dataclass
+class SyncReport:
+    """What a sync found and did. ``applied``: the apply's report as a dict (``None`` on a dry run or when there
+    was nothing to change); ``version``: the KG's version after the sync."""
+
+    path: str = ""
+    kg: str = ""
+    records: int = 0
+    triples: int = 0
+    partitions: int = 0
+    store_triples: int = 0
+    store_entities: int = 0
+    triples_added: int = 0
+    triples_removed: int = 0
+    entities_set: int = 0
+    entities_removed: int = 0
+    entities_added: int = 0  # adoption re-sync: nodes adopted (a file's new entities come with its added triples)
+    relations_added: int = 0  # adoption re-sync: relation types new to the catalog
+    relations_removed: int = 0  # adoption re-sync: relation types no relationship uses any more
+    lines_skipped: int = 0
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    skip_examples: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    diff_s: float = 0.0
+    apply_s: float = 0.0
+    wall_s: float = 0.0
+    version: int | None = None
+    applied: dict[str, Any] | None = None
+
+    @property
+    def changes(self) -> int:
+        return (self.triples_added + self.triples_removed + self.entities_set + self.entities_removed
+                + self.entities_added + self.relations_added + self.relations_removed)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["changes"] = self.changes
+        return out
+
+    def lines(self) -> list[str]:
+        head = "would change" if self.dry_run else "changed"
+        if self.path.startswith("neo4j:"):
+            out = [
+                f"re-sync of KG {self.kg!r} with its adopted nodes of label {self.path[6:]!r}",
+                f"  {head}: entities adopted {self.entities_added:,}, renamed {self.entities_set:,}, given back or "
+                f"deleted {self.entities_removed:,}; relation types +{self.relations_added:,} "
+                f"-{self.relations_removed:,}",
+            ]
+        else:
+            out = [
+                f"sync {self.path} -> KG {self.kg!r}: {self.triples:,} triples in the file, {self.store_triples:,} "
+                f"in the KG ({self.partitions} partition{'s' * (self.partitions != 1)}, diff {self.diff_s:.1f} s)",
+                f"  {head}: triples +{self.triples_added:,} -{self.triples_removed:,}, entities set "
+                f"{self.entities_set:,}, removed {self.entities_removed:,}",
+            ]
+        if self.dry_run:
+            out.append("  dry run: nothing was written")
+        elif self.changes:
+            out.append(f"  applied in {self.apply_s:.1f} s; KG version {self.version}")
+        else:
+            out.append(f"  the KG is already in step: nothing applied (version {self.version})")
+        if self.lines_skipped:
+            out.append(f"  lines skipped {self.lines_skipped:,}")
+        for reason, n in sorted(self.skip_reasons.items(), key=lambda kv: -kv[1]):
+            out.append(f"    {n:,} x {reason}")
+        out.extend(f"    e.g. {ex}" for ex in self.skip_examples)
+        return out
+
+
+class _SkipCounter:
+    """Counts a source's skipped lines by kind (the text before the first ':'), keeping the first few."""
+
+    def __init__(self, report: SyncReport, keep: int = 10) -> None:
+        self.report, self.keep = report, keep
+
+    def __call__(self, err: MalformedInputError) -> None:
+        r = self.report
+        r.lines_skipped += 1
+        reason = err.reason.split(":", 1)[0].strip()[:80]
+        r.skip_reasons[reason] = r.skip_reasons.get(reason, 0) + 1
+        if len(r.skip_examples) < self.keep:
+            r.skip_examples.append(str(err))
+
+
+def partition_bounds(parts: int) -> list[tuple[int, int]]:
+    """The eid range ``[lo, hi]`` (both included) of each of ``parts`` partitions: eid ``e`` is in partition
+    ``e * parts >> 63``."""
+    los = [-(-(p * _EID_SPACE) // parts) for p in range(parts)] + [_EID_SPACE]
+    return [(los[p], los[p + 1] - 1) for p in range(parts)]
+
+
+class _Spill:
+    """Per-partition spill files of pickled blocks, one list per kind of item."""
+
+    def __init__(self, folder: Path, name: str, parts: int) -> None:
+        self.paths = [folder / f"{name}-{p:04d}.pickle" for p in range(parts)]
+        self._files: list[BinaryIO | None] = [None] * parts
+        self._bufs: list[list[Any]] = [[] for _ in range(parts)]
+
+    def add(self, p: int, item: Any) -> None:
+        buf = self._bufs[p]
+        buf.append(item)
+        if len(buf) >= _SPILL_BLOCK:
+            self._flush(p)
+
+    def _flush(self, p: int) -> None:
+        if not self._bufs[p]:
+            return
+        f = self._files[p]
+        if f is None:
+            f = self._files[p] = open(self.paths[p], "ab")  # noqa: SIM115 - closed in close()
+        pickle.dump(self._bufs[p], f, protocol=pickle.HIGHEST_PROTOCOL)
+        self._bufs[p] = []
+
+    def close(self) -> None:
+        for p in range(len(self.paths)):
+            self._flush(p)
+            f = self._files[p]
+            if f is not None:
+                f.close()
+                self._files[p] = None
+
+    def read(self, p: int) -> Iterator[Any]:
+        path = self.paths[p]
+        if not path.exists():
+            return
+        with path.open("rb") as f:
+            while True:
+                try:
+                    block = pickle.load(f)
+                except EOFError:
+                    return
+                yield from block
+
+
+def _default_name(key: str) -> str:
+    """The name a load gives an entity known only by its key (loaders.bulk.default_name)."""
+    return _DEFAULT_NAME(key)
+
+
+class Syncer:
+    """Computes and applies the difference between a KG and a source file (see the module docstring)."""
+
+    def __init__(self, graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbedder | None, *,
+                 progress: bool = True, spill_dir: str | Path | None = None,
+                 partition_triples: int = PARTITION_TRIPLES) -> None:
+        self.graph, self.vectors, self.embedder = graph, vectors, embedder
+        self.kg = graph.kg
+        self.progress = progress
+        self.spill_dir = spill_dir
+        self.partition_triples = max(1, int(partition_triples))
+        self._types: dict[str, str] = {}  # relation name -> relationship type
+        self._names: dict[str, str] = {}  # relationship type -> relation name (the catalog's)
+
+    def _rtype(self, name: str) -> str:
+        t = self._types.get(name)
+        if t is None:
+            t = self._types[name] = sanitize_relation(name)
+        return t
+
+    # -- 1: the file, spilled by partition ------------------------------------------------------------
+    def _spill_file(self, records: Iterable[Any], spill: _Spill, parts: int, report: SyncReport,
+                    total: int | None, aliases: dict[str, str]) -> None:
+        from tqdm import tqdm
+
+        from loaders import TripleRecord
+
+        kg, add, rtypes = self.kg, spill.add, self._types
+        # bounded memos (cleared when full, which costs only recomputation or a repeated spill item): the eid of
+        # recent keys (a key recurs in many triples), and the tails already spilled as keys of their range
+        memo: dict[str, int] = {}
+        tails: set[int] = set()
+        limit = 500_000
+        n = triples = 0
+        with tqdm(total=total, desc="sync: read file", unit="rec", disable=not self.progress, file=sys.stderr,
+                  dynamic_ncols=True, leave=False) as bar:
+            for rec in records:
+                n += 1
+                if type(rec) is TripleRecord:
+                    h, r, t = rec.head, rec.relation, rec.tail
+                    if aliases:
+                        h, t = aliases.get(h, h), aliases.get(t, t)
+                    he = memo.get(h)
+                    if he is None:
+                        if len(memo) >= limit:
+                            memo.clear()
+                        he = memo[h] = entity_id(kg, h)
+                    te = memo.get(t)
+                    if te is None:
+                        if len(memo) >= limit:
+                            memo.clear()
+                        te = memo[t] = entity_id(kg, t)
+                    rt = rtypes.get(r) or self._rtype(r)
+                    add((he * parts) >> 63, ("T", he, rt, te, h, r, t, rec.line))
+                    if te not in tails:
+                        if len(tails) >= limit:
+                            tails.clear()
+                        tails.add(te)
+                        add((te * parts) >> 63, ("K", te, t))
+                    triples += 1
+                else:
+                    key = aliases.get(rec.key, rec.key)
+                    ke = entity_id(kg, key)
+                    add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line))
+                if n % 10_000 == 0:
+                    bar.update(10_000)
+            bar.update(n % 10_000)
+        report.records, report.triples = n, triples
+        spill.close()
+
+    # -- 2: one partition, both sides ----------------------------------------------------------------
+    def _read_store(self, lo: int, hi: int) -> tuple[list[list[Any]], list[list[Any]]]:
+        """The store's side of one partition: ``[eid, key, name, types, adopted]`` of its entities and
+        ``[head eid, type, tail eid]`` of its triples, each one list in one row."""
+        g, kg = self.graph, self.kg
+        return (g.read_one(cypher("sync_entities_range"), lo=lo, hi=hi, kg=kg),
+                g.read_one(cypher("sync_triples_range"), lo=lo, hi=hi, kg=kg))
+
+    def _diff_partition(self, p: int, store: tuple[list[list[Any]], list[list[Any]]], spill: _Spill,
+                        out: dict[str, _OpSpill], report: SyncReport) -> None:
+        # the file's side: its triples by (head eid, type, tail eid), its keys, its entity records
+        triples: dict[tuple[int, str, int], tuple[str, str, str, int]] = {}
+        keys: dict[int, str] = {}
+        in_triples: set[int] = set()
+        info: dict[int, tuple[str | None, list[str], int]] = {}
+        for item in spill.read(p):
+            kind = item[0]
+            if kind == "T":
+                _, he, rtype, te, h, r, t, line = item
+                triples.setdefault((he, rtype, te), (h, r, t, line))
+                keys[he] = h
+                in_triples.add(he)
+            elif kind == "K":
+                keys[item[1]] = item[2]
+                in_triples.add(item[1])
+            else:
+                _, ke, key, name, types, line = item
+                keys[ke] = key
+                old_name, old_types, first = info.get(ke, (None, [], line))
+                for ty in types:
+                    if ty not in old_types:
+                        old_types.append(ty)
+                info[ke] = (name or old_name, old_types, first)  # the last name wins, as in a load
+        # the store's side, the same eid range
+        stored = {e[0]: e for e in store[0]}
+        rows = store[1]
+        report.store_entities += len(stored)
+        report.store_triples += len(rows)
+        removed = [(he, rtype, te) for he, rtype, te in rows if triples.pop((he, rtype, te), None) is None]
+        for h, r, t, line in triples.values():
+            out["add"].add(("add", h, r, t, line))
+        report.triples_added += len(triples)
+        if removed:
+            self._spill_removed(removed, stored, out)
+            report.triples_removed += len(removed)
+        for ke, key in keys.items():
+            name, types, line = info.get(ke, (None, [], 0))
+            want_name = name or _default_name(key)
+            have = stored.get(ke)
+            # an entity the sync creates is created as an added triple creates it: default name, no types
+            have_name, have_types = ((_default_name(key), []) if have is None
+                                     else (have[2], list(have[3] or [])))
+            # (an entity of entity records only, not in the KG yet: its name is set, which creates it)
+            set_name = want_name if want_name != have_name or (have is None and ke not in in_triples) else None
+            set_types = tuple(types) if types != have_types else None
+            if set_name is not None or set_types is not None:
+                out["set"].add(("set", key, set_name, set_types, line))
+                report.entities_set += 1
+        for ke, e in stored.items():
+            if ke not in keys and not e[4]:
+                out["remove_entity"].add(("remove_entity", e[1]))
+                report.entities_removed += 1
+
+    def _spill_removed(self, removed: list[tuple[int, str, int]], stored: dict[int, list[Any]],
+                       out: dict[str, _OpSpill]) -> None:
+        """Spill removed triples with their keys and relation names: the head is of this partition (its key is in
+        ``stored``); tails of other partitions are looked up by eid, in one read."""
+        if not self._names:
+            self._names = {ri.type: ri.name for ri in self.graph.relation_catalog(refresh=True).values()}
+        need = sorted({te for _, _, te in removed if te not in stored})
+        key_of = {eid: e[1] for eid, e in stored.items()}
+        for i in range(0, len(need), 10_000):
+            key_of.update((eid, row["key"]) for eid, row in self.graph.entities(need[i:i + 10_000]).items())
+        for he, rtype, te in removed:
+            out["remove"].add(("remove", key_of[he], self._names.get(rtype, rtype), key_of[te], 0))
+
+    # -- driver ---------------------------------------------------------------------------------------
+    def diff(self, records: Iterable[Any], report: SyncReport, total: int | None, folder: Path) -> dict[str, _OpSpill]:
+        """Steps 1 and 2: the operations that make the KG equal to ``records``, spilled under ``folder``."""
+        from tqdm import tqdm
+
+        t0 = time.perf_counter()
+        store_triples = self.graph.stats()["triples"]
+        parts = max(1, min(MAX_PARTITIONS, -(-max(total or 0, store_triples) // self.partition_triples)))
+        report.partitions = parts
+        spill = _Spill(folder, "file", parts)
+        self._spill_file(records, spill, parts, report, total, _load_aliases(self.graph))
+        if report.records == 0:
+            raise InputError(_nothing(report))
+        out = {k: _OpSpill(folder / f"ops-{k}.pickle") for k in OP_KINDS}
+        bounds = partition_bounds(parts)
+        # the store's side of the next partition is read (Neo4j's work, the socket) while this one is compared
+        with ThreadPoolExecutor(1, thread_name_prefix="isorag-sync-read") as pool, \
+                tqdm(total=parts, desc="sync: compare", unit="part", disable=not self.progress, file=sys.stderr,
+                     dynamic_ncols=True, leave=False) as bar:
+            ahead = pool.submit(self._read_store, *bounds[0])
+            for p in range(parts):
+                store = ahead.result()
+                if p + 1 < parts:
+                    ahead = pool.submit(self._read_store, *bounds[p + 1])
+                self._diff_partition(p, store, spill, out, report)
+                del store
+                spill.paths[p].unlink(missing_ok=True)
+                bar.update(1)
+        for o in out.values():
+            o.close()
+        report.diff_s = time.perf_counter() - t0
+        return out
+
+    def sync(self, records: Iterable[Any], report: SyncReport, *, total: int | None = None, dry_run: bool = False,
+             strict: bool = False, batch_size: int | None = None) -> SyncReport:
+        """Make the KG equal to ``records`` (see the module docstring); fills and returns ``report``."""
+        t0 = time.perf_counter()
+        folder = Path(tempfile.mkdtemp(prefix=f"isorag-sync-{self.kg}-", dir=self.spill_dir))
+        try:
+            out = self.diff(records, report, total, folder)
+            report.dry_run = dry_run
+            if not dry_run and report.changes:
+                from engine.changes.apply import apply_changes
+
+                t1 = time.perf_counter()
+                kw: dict[str, Any] = {} if batch_size is None else {"batch_size": batch_size}
+                applied = apply_changes(self.graph, self.vectors, self.embedder, _ops(out, report.path),
+                                        strict=strict, progress=self.progress, source=f"sync {report.path}", **kw)
+                report.apply_s = time.perf_counter() - t1
+                report.applied = applied.to_dict()
+                report.version = applied.version
+            else:
+                report.version = _current_version(self.graph)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        report.wall_s = time.perf_counter() - t0
+        return report
+
+
+class _OpSpill:
+    """One kind of operation, spilled in pickled blocks."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._buf: list[tuple[Any, ...]] = []
+        self._f: BinaryIO | None = None
+        self.count = 0
+
+    def add(self, item: tuple[Any, ...]) -> None:
+        self._buf.append(item)
+        self.count += 1
+        if len(self._buf) >= _SPILL_BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buf:
+            if self._f is None:
+                self._f = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+            pickle.dump(self._buf, self._f, protocol=pickle.HIGHEST_PROTOCOL)
+            self._buf = []
+
+    def close(self) -> None:
+        self._flush()
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def read(self) -> Iterator[tuple[Any, ...]]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            while True:
+                try:
+                    block = pickle.load(f)
+                except EOFError:
+                    return
+                yield from block
+
+
+def _ops(out: dict[str, _OpSpill], path: str) -> Iterator[Op]:
+    """The spilled operations, in :data:`OP_KINDS` order."""
+    for kind in OP_KINDS:
+        for item in out[kind].read():
+            if kind == "remove":
+                yield RemoveTriple(item[1], item[2], item[3], line=item[4])
+            elif kind == "add":
+                yield AddTriple(item[1], item[2], item[3], line=item[4], path=path)
+            elif kind == "set":
+                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path)
+            else:
+                yield RemoveEntity(item[1])
+
+
+def _load_aliases(graph: GraphStore) -> dict[str, str]:
+    """The KG's aliases (a merged entity's key -> the key of the entity it was merged into); held in memory: a KG
+    has one per merge."""
+    return {r["alias"]: r["target"] for r in graph.read_named("sync_aliases", kg=graph.kg)}
+
+
+def _current_version(graph: GraphStore) -> int:
+    return int(graph.version()["seq"])
+
+
+def _nothing(report: SyncReport) -> str:
+    if report.lines_skipped:
+        first = f"; first: {report.skip_examples[0]}" if report.skip_examples else ""
+        return (f"{report.path}: nothing to sync from: every line was skipped ({report.lines_skipped:,} lines){first}"
+                "; a sync never empties a KG (use drop)")
+    return f"{report.path}: nothing to sync from: no triple or entity in it; a sync never empties a KG (use drop)"
+
+
+def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbedder | None, path: str | Path | None,
+              fmt: str | None = None, *, dry_run: bool = False, strict: bool = False, progress: bool = True,
+              spill_dir: str | Path | None = None, partition_triples: int = PARTITION_TRIPLES,
+              batch_size: int | None = None, **options: Any) -> SyncReport:
+    """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads; ``None`` for a
+    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
+    stops the sync before anything is written (the file is read whole before the first write anyway)."""
+    from loaders import detect_format, open_source
+    from loaders.bulk import _count_lines
+
+    if path is None:  # a tables source given as nodes= and edges= files
+        fmt, shown = fmt or "tables", str(options.get("nodes") or "")
+        total = None
+    else:
+        path = Path(path)
+        fmt, shown = fmt or detect_format(path), str(path)
+        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+    report = SyncReport(path=shown, kg=graph.kg)
+    records = open_source(path, fmt, strict=strict, on_skip=_SkipCounter(report), **options)
+    syncer = Syncer(graph, vectors, embedder, progress=progress, spill_dir=spill_dir,
+                    partition_triples=partition_triples)
+    return syncer.sync(records, report, total=total, dry_run=dry_run, strict=strict, batch_size=batch_size)
+
+
+__all__ = ["SyncReport", "Syncer", "sync_file", "partition_bounds", "PARTITION_TRIPLES"]
