@@ -335,35 +335,40 @@ def _loader_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def _check_load_args(args: argparse.Namespace) -> None:
-    """What argparse cannot say alone: which options go together. Then the source is opened and read up to its
-    first record, so a bad option, an unknown format or a file with nothing to load fails before any server."""
+#: what ``--from-neo4j`` does, per command (for the message refusing a file source's options beside it)
+_FROM_NEO4J = {"load": "embeds a graph already in Neo4j", "sync": "re-syncs a graph adopted from Neo4j"}
+
+
+def _check_source_args(args: argparse.Namespace, command: str) -> None:
+    """What argparse cannot say alone for ``load`` and ``sync``: which options go together. Then the source is opened
+    and read up to its first record, so a bad option, an unknown format or a file with nothing in it fails before
+    any server."""
     given = [f"--{n}" for n in _LOADER_OPTIONS if getattr(args, n) is not None]
     if args.from_neo4j:
         extra = ([args.path] if args.path else []) + given + (["--format"] if args.format else []) \
-            + (["--offline-import"] if args.offline_import else []) + (["--strict"] if args.strict else [])
+            + (["--offline-import"] if getattr(args, "offline_import", False) else []) \
+            + (["--strict"] if args.strict else [])
         if extra:
-            raise ConfigError(f"load --from-neo4j embeds a graph already in Neo4j: it takes no {', '.join(extra)}")
+            raise ConfigError(f"{command} --from-neo4j {_FROM_NEO4J[command]}: it takes no {', '.join(extra)}")
         if not args.label or not args.key_prop:
-            raise ConfigError("load --from-neo4j needs --label and --key-prop")
+            raise ConfigError(f"{command} --from-neo4j needs --label and --key-prop")
         return
     adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop))
              if v]
     if adopt:
         raise ConfigError(f"{', '.join(adopt)}: only with --from-neo4j")
     if not args.path and not (args.nodes and args.edges):
-        raise ConfigError("load needs a PATH (or --nodes and --edges, or --from-neo4j)")
+        raise ConfigError(f"{command} needs a PATH (or --nodes and --edges, or --from-neo4j)")
     from loaders import open_source
     from loaders.bulk import LoadSummary, _Skips, peek_records
 
     summary = LoadSummary(path=str(args.path or args.nodes))
-    records = open_source(args.path, args.format, strict=args.strict, on_skip=_Skips(summary),
-                          **_loader_options(args))
-    peek_records(records, summary)
+    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=_Skips(summary),
+                             **_loader_options(args)), summary)
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    _check_load_args(args)
+    _check_source_args(args, "load")
     with _engine(args) as eng:
         echo = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
         if args.from_neo4j:
@@ -380,34 +385,9 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_sync_args(args: argparse.Namespace) -> None:
-    """Which sync options go together; a file source is opened and read up to its first record before any server."""
-    given = [f"--{n}" for n in _LOADER_OPTIONS if getattr(args, n) is not None]
-    if args.from_neo4j:
-        extra = ([args.path] if args.path else []) + given + (["--format"] if args.format else []) \
-            + (["--strict"] if args.strict else [])
-        if extra:
-            raise ConfigError(f"sync --from-neo4j re-syncs a graph adopted from Neo4j: it takes no {', '.join(extra)}")
-        if not args.label or not args.key_prop:
-            raise ConfigError("sync --from-neo4j needs --label and --key-prop")
-        return
-    adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop))
-             if v]
-    if adopt:
-        raise ConfigError(f"{', '.join(adopt)}: only with --from-neo4j")
-    if not args.path and not (args.nodes and args.edges):
-        raise ConfigError("sync needs a PATH (or --nodes and --edges, or --from-neo4j)")
-    from loaders import open_source
-    from loaders.bulk import LoadSummary, _Skips, peek_records
-
-    summary = LoadSummary(path=str(args.path or args.nodes))
-    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=_Skips(summary),
-                             **_loader_options(args)), summary)
-
-
 def cmd_sync(args: argparse.Namespace) -> int:
     """isorag sync: make a KG equal to a file, or re-sync a graph adopted from Neo4j."""
-    _check_sync_args(args)
+    _check_source_args(args, "sync")
     with _engine(args) as eng:
         if args.from_neo4j:
             report = eng.resync_existing(args.label, args.key_prop, args.name_prop, dry_run=args.dry_run,
