@@ -168,20 +168,34 @@ _CLASS = {MergeEntity: _MERGE, RemoveEntity: _REMOVE_ENTITY, RemoveTriple: _REMO
 
 
 class _Cutter:
-    """Decides where a batch must end so that running its statements by kind equals running its ops in order."""
+    """Decides where a batch must end so that running its statements by kind equals running its ops in order.
+
+    Keys are compared as the statements will resolve them: through the merges of the change set so far (a merged
+    source is an alias of its target from then on, in this batch and every later one)."""
 
     def __init__(self) -> None:
+        self.alias: dict[str, str] = {}  # source -> target of the change set's merges so far
         self.reset()
 
     def reset(self) -> None:
-        self.by_class: list[set[str]] = [set() for _ in range(5)]  # keys touched per class
+        self.by_class: list[set[str]] = [set() for _ in range(5)]  # resolved keys touched per class
         self.added: set[tuple[str, str, str]] = set()
-        self.merged: set[str] = set()  # sources merged in this batch: later ops must resolve them as aliases
+        self.merged: set[str] = set()  # keys merged away in this batch: later ops must resolve them as aliases
+
+    def _chain(self, key: str) -> list[str]:
+        """``key`` and the keys it resolves through, its final target last."""
+        out = [key]
+        while out[-1] in self.alias and len(out) <= len(self.alias):
+            out.append(self.alias[out[-1]])
+        return out
+
+    def _resolved(self, op: Op) -> list[str]:
+        return [self._chain(k)[-1] for k in _keys(op)]
 
     def conflicts(self, op: Op) -> bool:
-        keys = _keys(op)
-        if any(k in self.merged for k in keys):
+        if any(c in self.merged for k in _keys(op) for c in self._chain(k)):
             return True
+        keys = self._resolved(op)
         c = _CLASS[type(op)]
         if c == _MERGE:
             return any(k in s for s in self.by_class for k in keys)
@@ -189,18 +203,21 @@ class _Cutter:
             return any(k in s for s in self.by_class[_REMOVE_ENTITY:] for k in keys)
         if c == _REMOVE:
             assert isinstance(op, RemoveTriple)
-            return (op.head, op.relation, op.tail) in self.added
+            return (keys[0], op.relation, keys[1]) in self.added
         if c == _SET:
             return any(k in self.by_class[_SET] for k in keys)
         return False
 
     def take(self, op: Op) -> None:
-        c = _CLASS[type(op)]
-        self.by_class[c].update(_keys(op))
+        keys = self._resolved(op)
+        self.by_class[_CLASS[type(op)]].update(keys)
         if isinstance(op, AddTriple):
-            self.added.add((op.head, op.relation, op.tail))
+            self.added.add((keys[0], op.relation, keys[1]))
         elif isinstance(op, MergeEntity):
-            self.merged.add(op.source)
+            source, target = keys
+            if source != target:
+                self.merged.update(self._chain(op.source))
+                self.alias[source] = target
 
 
 def _batches(ops: Iterable[Op], size: int) -> Iterator[list[Op]]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine._errors import InputError, MalformedInputError
@@ -167,6 +167,10 @@ def run_by_kind(model: Model, batch: list[Op]) -> None:
 
 @settings(max_examples=400, deadline=None)
 @given(ops=ops_lists(), size=st.integers(1, 8))
+# found by hypothesis in CI: d merged into a in one batch, then "set d" and "remove a" in the next: the cut compared
+# raw keys, so the removal of a ran before the setting of d (an alias of a by then)
+@example(ops=[AddTriple("a", "r", "d"), MergeEntity("d", "a"), SetEntity("d", name="N1"), RemoveEntity("a"),
+              RemoveEntity("a"), AddTriple("a", "r", "a"), AddTriple("a", "r", "a")], size=2)
 def test_batches_by_kind_equal_the_ops_in_order(ops: list[Op], size: int) -> None:
     sequential, batched = Model(), Model()
     for op in ops:
