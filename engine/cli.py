@@ -300,6 +300,14 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
+def _print_report(report: Any, as_json: bool) -> None:
+    """A command's report (load, sync, apply, check): its ``to_dict()`` as JSON, or its ``lines()``."""
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        print("\n".join(report.lines()))
+
+
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
@@ -378,10 +386,7 @@ def cmd_load(args: argparse.Namespace) -> int:
             summary = eng.load(args.path, args.format, strict=args.strict, progress=not args.quiet,
                                batch_size=args.batch_size, echo=echo, offline_import=args.offline_import,
                                **_loader_options(args))
-        if args.json:
-            _print_json(summary.to_dict())
-        else:
-            print("\n".join(summary.lines()))
+        _print_report(summary, args.json)
     return 0
 
 
@@ -395,10 +400,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         else:
             report = eng.sync(args.path, args.format, dry_run=args.dry_run, strict=args.strict,
                               progress=not args.quiet, batch_size=args.batch_size, **_loader_options(args))
-        if args.json:
-            _print_json(report.to_dict())
-        else:
-            print("\n".join(report.lines()))
+        _print_report(report, args.json)
     return 0
 
 
@@ -747,10 +749,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
         report = eng.apply(args.changes, add=args.add, remove=args.remove, fmt=args.format, strict=args.strict,
                            progress=not args.quiet, batch_size=args.batch_size)
-    if args.json:
-        _print_json(report.to_dict())
-    else:
-        print("\n".join(report.lines()))
+    _print_report(report, args.json)
     return 0
 
 
@@ -759,10 +758,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     were not repaired)."""
     with _engine(args) as eng:
         report = eng.check(repair=args.repair, deep=args.deep, progress=not args.quiet)
-    if args.json:
-        _print_json(report.to_dict())
-    else:
-        print("\n".join(report.lines()))
+    _print_report(report, args.json)
     return 0 if report.ok or report.repaired else 1
 
 
