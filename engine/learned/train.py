@@ -15,7 +15,6 @@ has one (``isorag synth`` records, the demo's questions, ``"pattern"`` in JSON L
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -138,41 +137,29 @@ def make_record(question: str, topics: Sequence[str] | None = None, answers: Seq
 def read_records(path: str | Path, *, limit: int | None = None) -> list[GeneratorRecord]:
     """Training questions from a file: MetaQA lines (``question [topic]<TAB>a1|a2``), or JSON Lines with
     ``question`` and ``topics`` (or synth's ``seeds``), ``answers`` and optionally ``pattern``."""
-    from engine.scoring.qa import _text_lines
+    from engine.scoring.qa import question_rows
 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no question file at {path}")
     jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
     out: list[GeneratorRecord] = []
-    for lineno, line in _text_lines(path):
-        if limit is not None and len(out) >= limit:
-            break
-        if not line.strip():
-            continue
+    for lineno, row in question_rows(path, jsonl=jsonl, limit=limit):
         src = f"{path.name}:{lineno}"
         try:
-            if jsonl:
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
-                if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
-                    raise MalformedInputError(path, lineno, 'needs a "question" string')
-                topics = obj.get("topics") or obj.get("seeds") or ([obj["topic"]] if obj.get("topic") else None)
+            if isinstance(row, dict):
+                topics = row.get("topics") or row.get("seeds") or ([row["topic"]] if row.get("topic") else None)
                 if topics is not None and (not isinstance(topics, list) or not all(isinstance(t, str) for t in topics)):
                     raise MalformedInputError(path, lineno, '"topics" must be a list of strings')
-                answers = obj.get("answers") or []
+                answers = row.get("answers") or []
                 if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
                     raise MalformedInputError(path, lineno, '"answers" must be a list of strings')
-                out.append(make_record(obj["question"], topics, answers, obj.get("pattern"), src))
+                out.append(make_record(row["question"], topics, answers, row.get("pattern"), src))
             else:
-                if "\t" not in line:
-                    raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
-                q, a = line.split("\t", 1)
+                q, answers = row
                 if "[" not in q:
                     raise MalformedInputError(path, lineno, "no [topic entity] in the question")
-                out.append(make_record(q, None, [x for x in a.split("|") if x], None, src))
+                out.append(make_record(q, None, answers, None, src))
         except PatternError as e:
             raise MalformedInputError(path, lineno, f"pattern: {e}") from e
     if not out:

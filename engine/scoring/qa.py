@@ -55,6 +55,33 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
                                                    f"{e.start + 1}") from None
 
 
+def question_rows(path: Path, *, jsonl: bool, limit: int | None = None
+                  ) -> Iterator[tuple[int, dict[str, Any] | tuple[str, list[str]]]]:
+    """(line number, row) of a question file, blank lines skipped, at most ``limit`` rows: a JSON object with a
+    ``"question"`` string (``jsonl``), else a MetaQA line as its question and its answers. A line that is neither
+    is a MalformedInputError at its line; the fields beyond ``question`` are the caller's to check."""
+    n = 0
+    for lineno, line in _text_lines(path):
+        if limit is not None and n >= limit:
+            return
+        if not line.strip():
+            continue
+        n += 1
+        if jsonl:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
+            if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
+                raise MalformedInputError(path, lineno, 'needs a "question" string')
+            yield lineno, obj
+        else:
+            if "\t" not in line:
+                raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
+            q, a = line.split("\t", 1)
+            yield lineno, (q, [x for x in a.split("|") if x])
+
+
 def read_relation_paths(path: str | Path) -> list[list[str] | None]:
     """One relation path per line (relation names separated by commas or white space; an empty line: none)."""
     path = Path(path)
@@ -81,49 +108,36 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
         relation_paths = read_relation_paths(relation_paths)
     fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
     out: list[QARecord] = []
-    for lineno, line in _text_lines(path):
-        if limit is not None and len(out) >= limit:
-            break
-        if not line.strip():
-            continue
+    for lineno, row in question_rows(path, jsonl=fmt == "jsonl", limit=limit):
         src = f"{path.name}:{lineno}"
-        if fmt == "jsonl":
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
-            if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
-                raise MalformedInputError(path, lineno, 'needs a "question" string')
-            topics, answers = obj.get("topics"), obj.get("answers")
+        if isinstance(row, dict):
+            topics, answers = row.get("topics"), row.get("answers")
             if not isinstance(topics, list) or not topics or not all(isinstance(t, str) for t in topics):
                 raise MalformedInputError(path, lineno, '"topics" must be a non-empty list of strings')
             if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
                 raise MalformedInputError(path, lineno, '"answers" must be a list of strings')
-            triples = obj.get("triples")
+            triples = row.get("triples")
             if triples is not None:
                 if not isinstance(triples, list) or not all(
                         isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in triples):
                     raise MalformedInputError(path, lineno, '"triples" must be a list of [head, relation, tail]')
                 triples = [tuple(t) for t in triples]
-            rp = obj.get("relation_path")
+            rp = row.get("relation_path")
             if rp is not None and (not isinstance(rp, list) or not all(isinstance(x, str) for x in rp)):
                 raise MalformedInputError(path, lineno, '"relation_path" must be a list of relation names')
-            out.append(QARecord(obj["question"], topics, answers, triples, obj.get("hops", hops), src, rp or None))
+            out.append(QARecord(row["question"], topics, answers, triples, row.get("hops", hops), src, rp or None))
         else:
-            if "\t" not in line:
-                raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
-            q, a = line.split("\t", 1)
+            q, answers = row
             topics = _TOPIC.findall(q)
             if not topics:
                 raise MalformedInputError(path, lineno, "no [topic entity] in the question")
-            answers = [x for x in a.split("|") if x]
             out.append(QARecord(q, topics, answers, None, hops, src))
         if relation_paths is not None:
             if lineno > len(relation_paths):
                 raise InputError(f"{paths_from} has {len(relation_paths)} lines of relation paths, {path} more")
-            row = relation_paths[lineno - 1]
-            if row:
-                out[-1].relation_path = list(row)
+            rpath = relation_paths[lineno - 1]
+            if rpath:
+                out[-1].relation_path = list(rpath)
     return out
 
 

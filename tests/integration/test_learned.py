@@ -84,6 +84,8 @@ def test_ask_plain_text_without_llm(kg: Callable[..., Engine], generator: Path) 
     for stage in ("link", "generate", "embed", "vector", "graph", "total"):
         assert stage in ans.timings, ans.timings
     assert list(ans.timings).index("link") < list(ans.timings).index("generate")
+    # the stages are disjoint: none of them counts another's time (generate's clock ran over the linking too)
+    assert sum(ans.timings[s] for s in ("link", "generate", "embed", "vector", "graph")) <= ans.timings["total"]
     d = ans.to_dict()
     assert d["proposal"]["linked"][0]["name"] == "Heat" and d["pattern_source"] == "learned"
     films = eng.ask("which movies star Tom Cruise")

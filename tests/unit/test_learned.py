@@ -171,3 +171,33 @@ def test_generator_file_round_trip_and_refusals(tmp_path: Path) -> None:
     (tmp_path / "junk.pt").write_text("junk")
     with pytest.raises(CheckpointError, match="not a generator file"):
         load_generator(tmp_path / "junk.pt")
+
+
+def test_question_files_are_read_by_one_row_reader_for_both_trainers(tmp_path: Path) -> None:
+    """The scorer's and the generator's question files share one reader: blank lines skipped, ``limit`` counts
+    questions, a bad line is an error at its line in either."""
+    from engine._errors import MalformedInputError
+    from engine.learned.train import read_records
+    from engine.scoring.qa import question_rows, read_qa
+
+    qa = tmp_path / "qa.txt"
+    qa.write_text("who directed [Heat]\tMichael Mann\n\nwhat did [A] write\tx||y\nwho is [C]\tz\n", encoding="utf-8")
+    rows = list(question_rows(qa, jsonl=False))
+    assert rows == [(1, ("who directed [Heat]", ["Michael Mann"])), (3, ("what did [A] write", ["x", "y"])),
+                    (4, ("who is [C]", ["z"]))]
+    assert [n for n, _ in question_rows(qa, jsonl=False, limit=2)] == [1, 3]
+    assert [r.source for r in read_qa(qa, limit=2)] == ["qa.txt:1", "qa.txt:3"]
+    recs = read_records(qa, limit=2)
+    assert [r.source for r in recs] == ["qa.txt:1", "qa.txt:3"] and recs[1].answers == ["x", "y"]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("who directed [Heat]\tMichael Mann\nno tab here\n", encoding="utf-8")
+    for read in (read_qa, read_records):
+        with pytest.raises(MalformedInputError, match=r"bad.txt:2.*question<TAB>answer"):
+            read(bad)
+    jl = tmp_path / "q.jsonl"
+    jl.write_text('{"question": "who directed Heat", "topics": ["Heat"], "answers": ["Michael Mann"]}\n[1]\n',
+                  encoding="utf-8")
+    assert next(question_rows(jl, jsonl=True))[1]["topics"] == ["Heat"]
+    for read in (read_qa, read_records):
+        with pytest.raises(MalformedInputError, match=r"q.jsonl:2.*\"question\" string"):
+            read(jl)
