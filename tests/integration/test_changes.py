@@ -105,6 +105,54 @@ def test_the_same_change_set_twice_changes_nothing(loaded: Any) -> None:
     assert (triples(eng), names(eng), eng.stats()) == state
 
 
+def test_triples_between_known_entities_write_no_vector_and_a_new_relation_one(loaded: Any) -> None:
+    """Only what is new or changed goes to Milvus: added and removed triples between entities and relations the KG
+    has already write no vector (nothing is queued: no read of Milvus per batch); a new relation gets its vector."""
+    eng = loaded
+    ops = [AddTriple("Ronin", "directed_by", "Michael Mann"), RemoveTriple("Heat", "release_year", "1995"),
+           AddTriple("Thief", "starred_actors", "Al Pacino")]
+    rep = eng.apply(ops, progress=False, batch_size=1)
+    assert (rep.added, rep.removed, rep.batches) == (2, 1, 3)
+    assert (rep.vectors_upserted, rep.vectors_deleted) == (0, 0) and rep.vector_s == 0
+    rep = eng.apply([AddTriple("Thief", "written_by", "Michael Mann")], progress=False)
+    assert (rep.added, rep.vectors_upserted) == (1, 1)
+    st = eng.stats()
+    assert st["agree"] and st["queued"] == 0 and st["milvus"]["relations"] == 5
+    rid = next(rid for rid, ri in eng.graph.relation_catalog(refresh=True).items() if ri.name == "written_by")
+    assert eng.vectors.get_names("relations", [rid]) == {rid: "written_by"}
+
+
+def test_a_key_merged_earlier_and_its_target_in_one_change_set(loaded: Any) -> None:
+    """An alias made by an earlier change set and the key it resolves to, named in one change set: the ops run as
+    in order (the batch is cut where running them by kind would differ), so setting the alias's entity and then
+    removing its target leaves neither."""
+    eng = loaded
+    eng.apply([MergeEntity("R. De Niro", "Robert De Niro")], progress=False)
+    rep = eng.apply([SetEntity("R. De Niro", name="Bobby"), RemoveEntity("Robert De Niro")], progress=False)
+    assert (rep.entities_set, rep.entities_removed, rep.batches) == (1, 1, 2)
+    n = names(eng)
+    assert "Robert De Niro" not in n and "R. De Niro" not in n and "Bobby" not in n.values()
+    assert not any("Robert De Niro" in (h, t) for h, _, t in triples(eng))
+    assert eng.check(progress=False).ok
+
+
+def test_unused_types_by_statement_and_by_scan_agree(loaded: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which relationship types no triple has: a statement per type for a few, one scan of the KG for many; both
+    say the same (here has_genre, whose triples the test deletes behind the catalog's back)."""
+    from engine.changes import apply as changes_apply
+
+    eng = loaded
+    catalog = {ri.type for ri in eng.graph.relation_catalog(refresh=True).values()}
+    eng.graph.write("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r:has_genre]->() DELETE r", kg=eng.kg)
+    got = {}
+    for above in (0, 1_000):
+        monkeypatch.setattr(changes_apply, "SCAN_ABOVE", above)
+        got[above] = changes_apply.unused_types(eng.graph, sorted(catalog), catalog)
+    assert got[0] == got[1_000] == ["has_genre"]
+    check = eng.check(progress=False)
+    assert not check.ok and "has_genre" in " ".join(check.lines())
+
+
 def test_a_later_load_resolves_a_merged_key(loaded: Any, tmp_path: Path) -> None:
     eng = loaded
     eng.apply([MergeEntity("R. De Niro", "Robert De Niro")], progress=False)
