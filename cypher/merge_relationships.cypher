@@ -5,14 +5,14 @@
 // $create: heads this load created and has not written triples from yet, their triples without duplicates:
 // no relationship can start from them yet, so CREATE (no look-up of existing relationships; see
 // loaders/bulk.py for why this is exact). $merge: every other head, MERGE.
-CALL {
+CALL () {
   UNWIND $create AS g
   MATCH (h:IsoragEntity {isorag_eid: g.h})
   UNWIND g.rels AS row
   MATCH (t:IsoragEntity {isorag_eid: row.t})
   CREATE (h)-[:$(row.type) {isorag_name: row.name}]->(t)
 }
-CALL {
+CALL () {
   UNWIND $merge AS g
   MATCH (h:IsoragEntity {isorag_eid: g.h})
   UNWIND g.rels AS row

@@ -10,8 +10,7 @@ MATCH (n:IsoragEntity {isorag_eid: eid})-[r{{rel_types}}]-(m:IsoragEntity)
 WITH collect(eid) AS src,
      collect(CASE WHEN startNode(r) = n THEN $code[type(r)] ELSE -1 - $code[type(r)] END) AS code,
      collect(m) AS reached
-CALL {
-  WITH reached
+CALL (reached) {
   UNWIND reached AS m
   WITH DISTINCT m
   RETURN collect(m.isorag_eid) AS nodes,

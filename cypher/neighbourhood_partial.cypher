@@ -7,8 +7,7 @@ WITH n, r, m ORDER BY m.isorag_eid, type(r) LIMIT $limit
 WITH collect($eid) AS src,
      collect(CASE WHEN startNode(r) = n THEN $code[type(r)] ELSE -1 - $code[type(r)] END) AS code,
      collect(m) AS reached
-CALL {
-  WITH reached
+CALL (reached) {
   UNWIND reached AS m
   WITH DISTINCT m
   RETURN collect(m.isorag_eid) AS nodes,
