@@ -269,24 +269,12 @@ class ChangeApplier:
                 eids = {k: alias.get(e, e) for k, e in eids.items()}
         return eids
 
-    def _aliases(self, spool_path: str, skip: int) -> dict[str, str]:
-        """The KG's aliases among the keys the change set names (after its first ``skip`` ops), as key -> target
-        key: the batch cutter compares keys as the statements will resolve them. One read per 20,000 keys, none
-        when the KG has no alias."""
-        if self._has_aliases is None:
-            self._has_aliases = bool(self.graph.read_named("kg_has_aliases", kg=self.kg))
-        if not self._has_aliases:
-            return {}
-        key_of: dict[int, str] = {}
-        for op in itertools.islice(_unspool(spool_path), skip, None):
-            for k in _keys(op):
-                key_of.setdefault(entity_id(self.kg, k), k)
-        eids = sorted(key_of)
-        out: dict[str, str] = {}
-        for start in range(0, len(eids), 20_000):
-            for r in self.graph.read_named("alias_targets", eids=eids[start:start + 20_000]):
-                out[key_of[int(r["aid"])]] = str(r["target"])
-        return out
+    def _aliases(self) -> dict[str, str]:
+        """The KG's aliases (:func:`kg_aliases`): the batch cutter compares keys as the statements will resolve
+        them."""
+        aliases = kg_aliases(self.graph)
+        self._has_aliases = bool(aliases)
+        return aliases
 
     # -- one batch ------------------------------------------------------------------------------------
     def _statements(self, batch: list[Op], report: ApplyReport, skips: _Skips, index: int, ops_done: int | None = None
@@ -569,11 +557,10 @@ class ChangeApplier:
                     report.batches = report.batches_resumed = resume
                     bar.update(ops_done)
                     batches = _batches(itertools.islice(_unspool(spool_path), ops_done, None), batch_size,
-                                       self._aliases(spool_path, ops_done))
+                                       self._aliases())
                     first, done = resume, ops_done
                 else:
-                    batches = _batches(_unspool(spool_path), batch_size,
-                                       self._aliases(spool_path, 0) if not resume else None)
+                    batches = _batches(_unspool(spool_path), batch_size, self._aliases() if not resume else None)
                     first, done = 0, 0
                 for i, batch in enumerate(batches, start=first):
                     report.batches += 1
@@ -611,6 +598,12 @@ TYPES_PER_CHECK = 200
 #: that type: ~30 ms a type on this 2-core machine, whether alone or as a branch of a UNION (2,000 types of the 1M
 #: scale KG: 50-60 s of planning, 42 ms of execution), while the scan is planned once (the same 2,000 types: 2.3-3.2 s)
 SCAN_ABOVE = 100
+
+
+def kg_aliases(graph: GraphStore) -> dict[str, str]:
+    """The KG's aliases: a merged entity's key -> the key of the entity it was merged into (held in memory: a KG has
+    one per merge)."""
+    return {r["alias"]: r["target"] for r in graph.read_named("kg_aliases", kg=graph.kg)}
 
 
 def unused_types(graph: GraphStore, types: Sequence[str], catalog: Container[str]) -> list[str]:
@@ -688,4 +681,4 @@ def apply_changes(graph: GraphStore, vectors: VectorStore | None, embedder: Text
         ops, strict=strict, source=source)
 
 
-__all__ = ["ApplyReport", "ChangeApplier", "apply_changes", "entity_text", "sync_vectors", "BATCH_SIZE"]
+__all__ = ["ApplyReport", "ChangeApplier", "apply_changes", "entity_text", "kg_aliases", "sync_vectors", "BATCH_SIZE"]

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
 
 from engine._cypher import cypher
 from engine._errors import InputError, MalformedInputError
+from engine.changes.apply import kg_aliases
 from engine.changes.ops import AddTriple, Op, RemoveEntity, RemoveTriple, SetEntity
 from engine.stores.graph import GraphStore, entity_id, sanitize_relation
 from loaders.bulk import default_name as _DEFAULT_NAME
@@ -279,7 +280,7 @@ class Syncer:
                 g.read_one(cypher("sync_triples_range"), lo=lo, hi=hi, kg=kg))
 
     def _diff_partition(self, p: int, store: tuple[list[list[Any]], list[list[Any]]], spill: _Spill,
-                        out: dict[str, _OpSpill], report: SyncReport) -> None:
+                        out: dict[str, _Spill], report: SyncReport) -> None:
         # the file's side: its triples by (head eid, type, tail eid), its keys, its entity records
         triples: dict[tuple[int, str, int], tuple[str, str, str, int]] = {}
         keys: dict[int, str] = {}
@@ -310,7 +311,7 @@ class Syncer:
         report.store_triples += len(rows)
         removed = [(he, rtype, te) for he, rtype, te in rows if triples.pop((he, rtype, te), None) is None]
         for h, r, t, line in triples.values():
-            out["add"].add(("add", h, r, t, line))
+            out["add"].add(0, ("add", h, r, t, line))
         report.triples_added += len(triples)
         if removed:
             self._spill_removed(removed, stored, out)
@@ -326,15 +327,15 @@ class Syncer:
             set_name = want_name if want_name != have_name or (have is None and ke not in in_triples) else None
             set_types = tuple(types) if types != have_types else None
             if set_name is not None or set_types is not None:
-                out["set"].add(("set", key, set_name, set_types, line))
+                out["set"].add(0, ("set", key, set_name, set_types, line))
                 report.entities_set += 1
         for ke, e in stored.items():
             if ke not in keys and not e[4]:
-                out["remove_entity"].add(("remove_entity", e[1]))
+                out["remove_entity"].add(0, ("remove_entity", e[1]))
                 report.entities_removed += 1
 
     def _spill_removed(self, removed: list[tuple[int, str, int]], stored: dict[int, list[Any]],
-                       out: dict[str, _OpSpill]) -> None:
+                       out: dict[str, _Spill]) -> None:
         """Spill removed triples with their keys and relation names: the head is of this partition (its key is in
         ``stored``); tails of other partitions are looked up by eid, in one read."""
         if not self._names:
@@ -344,10 +345,10 @@ class Syncer:
         for i in range(0, len(need), 10_000):
             key_of.update((eid, row["key"]) for eid, row in self.graph.entities(need[i:i + 10_000]).items())
         for he, rtype, te in removed:
-            out["remove"].add(("remove", key_of[he], self._names.get(rtype, rtype), key_of[te], 0))
+            out["remove"].add(0, ("remove", key_of[he], self._names.get(rtype, rtype), key_of[te], 0))
 
     # -- driver ---------------------------------------------------------------------------------------
-    def diff(self, records: Iterable[Any], report: SyncReport, total: int | None, folder: Path) -> dict[str, _OpSpill]:
+    def diff(self, records: Iterable[Any], report: SyncReport, total: int | None, folder: Path) -> dict[str, _Spill]:
         """Steps 1 and 2: the operations that make the KG equal to ``records``, spilled under ``folder``."""
         from tqdm import tqdm
 
@@ -356,10 +357,10 @@ class Syncer:
         parts = max(1, min(MAX_PARTITIONS, -(-max(total or 0, store_triples) // self.partition_triples)))
         report.partitions = parts
         spill = _Spill(folder, "file", parts)
-        self._spill_file(records, spill, parts, report, total, _load_aliases(self.graph))
+        self._spill_file(records, spill, parts, report, total, kg_aliases(self.graph))
         if report.records == 0:
             raise InputError(_nothing(report))
-        out = {k: _OpSpill(folder / f"ops-{k}.pickle") for k in OP_KINDS}
+        out = {k: _Spill(folder, f"ops-{k}", 1) for k in OP_KINDS}  # one kind of operation each, one partition
         bounds = partition_bounds(parts)
         # the store's side of the next partition is read (Neo4j's work, the socket) while this one is compared
         with ThreadPoolExecutor(1, thread_name_prefix="isorag-sync-read") as pool, \
@@ -405,50 +406,10 @@ class Syncer:
         return report
 
 
-class _OpSpill:
-    """One kind of operation, spilled in pickled blocks."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._buf: list[tuple[Any, ...]] = []
-        self._f: BinaryIO | None = None
-        self.count = 0
-
-    def add(self, item: tuple[Any, ...]) -> None:
-        self._buf.append(item)
-        self.count += 1
-        if len(self._buf) >= _SPILL_BLOCK:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._buf:
-            if self._f is None:
-                self._f = open(self.path, "ab")  # noqa: SIM115 - closed in close()
-            pickle.dump(self._buf, self._f, protocol=pickle.HIGHEST_PROTOCOL)
-            self._buf = []
-
-    def close(self) -> None:
-        self._flush()
-        if self._f is not None:
-            self._f.close()
-            self._f = None
-
-    def read(self) -> Iterator[tuple[Any, ...]]:
-        if not self.path.exists():
-            return
-        with self.path.open("rb") as f:
-            while True:
-                try:
-                    block = pickle.load(f)
-                except EOFError:
-                    return
-                yield from block
-
-
-def _ops(out: dict[str, _OpSpill], path: str) -> Iterator[Op]:
+def _ops(out: dict[str, _Spill], path: str) -> Iterator[Op]:
     """The spilled operations, in :data:`OP_KINDS` order."""
     for kind in OP_KINDS:
-        for item in out[kind].read():
+        for item in out[kind].read(0):
             if kind == "remove":
                 yield RemoveTriple(item[1], item[2], item[3], line=item[4])
             elif kind == "add":
@@ -457,12 +418,6 @@ def _ops(out: dict[str, _OpSpill], path: str) -> Iterator[Op]:
                 yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path)
             else:
                 yield RemoveEntity(item[1])
-
-
-def _load_aliases(graph: GraphStore) -> dict[str, str]:
-    """The KG's aliases (a merged entity's key -> the key of the entity it was merged into); held in memory: a KG
-    has one per merge."""
-    return {r["alias"]: r["target"] for r in graph.read_named("sync_aliases", kg=graph.kg)}
 
 
 def _current_version(graph: GraphStore) -> int:
