@@ -408,20 +408,25 @@ def _json_text(value: Any) -> str | None:
     return None
 
 
+def iter_json_lines(path: str | Path, rep: Reporter) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) of each non-blank line of a JSON Lines file; a line that is not JSON is
+    reported to ``rep`` at its line and skipped."""
+    for n, text in iter_lines(path, rep):
+        if not text.strip():
+            continue
+        try:
+            yield n, json.loads(text)
+        except json.JSONDecodeError as exc:
+            rep.error(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
+
+
 def parse_jsonl(path: str | Path, rep: Reporter) -> Iterator[Record]:
     """One JSON object per line with string keys ``head``, ``relation``, ``tail`` (extra keys are ignored).
 
     Values must be strings (numbers are accepted and keyed by their JSON text, e.g. ``1994``); blank lines
     are skipped.
     """
-    for n, text in iter_lines(path, rep):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            rep.error(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
-            continue
+    for n, obj in iter_json_lines(path, rep):
         if not isinstance(obj, dict):
             rep.error(n, f"not a JSON object: got {type(obj).__name__}")
             continue

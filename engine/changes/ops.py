@@ -220,26 +220,21 @@ def read_changes(path: str | Path, *, strict: bool = False,
     :class:`MalformedInputError` ``file:line: reason``: raised with ``strict=True``, else passed to ``on_skip`` (or
     logged) and skipped, as the loaders do. A missing file raises :class:`~engine._errors.InputError` at once.
     """
-    from loaders._parsers import Reporter, iter_lines
+    from loaders._parsers import Reporter
 
     p = Path(path)
     if not p.is_file():
         from engine._errors import InputError
 
         raise InputError(f"{p}: no such file")
-    return _read_changes(p, Reporter(p, bool(strict), on_skip), iter_lines)
+    return _read_changes(p, Reporter(p, bool(strict), on_skip))
 
 
-def _read_changes(p: Path, rep: Any, iter_lines: Any) -> Iterator[Op]:
+def _read_changes(p: Path, rep: Any) -> Iterator[Op]:
+    from loaders._parsers import iter_json_lines
+
     shown = str(p)
-    for n, text in iter_lines(p, rep):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            rep.error(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
-            continue
+    for n, obj in iter_json_lines(p, rep):
         try:
             yield op_from_json(obj, line=n, path=shown)
         except MalformedInputError as e:
