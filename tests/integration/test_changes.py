@@ -11,6 +11,7 @@ import pytest
 
 from engine._errors import MalformedInputError
 from engine.changes.ops import AddTriple, MergeEntity, RemoveEntity, RemoveTriple, SetEntity
+from helpers.kg import kg_names, kg_triples
 
 KB = "\n".join([
     "Heat|directed_by|Michael Mann",
@@ -24,19 +25,6 @@ KB = "\n".join([
     "Ronin|has_genre|Thriller",
     "Thief|has_genre|Crime",
 ]) + "\n"
-
-
-def triples(eng: Any) -> set[tuple[str, str, str]]:
-    rows = eng.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) "
-                          "WHERE r.isorag_name IS NOT NULL RETURN h.isorag_key AS h, type(r) AS r, t.isorag_key AS t",
-                          kg=eng.kg)
-    return {(r["h"], r["r"], r["t"]) for r in rows}
-
-
-def names(eng: Any) -> dict[str, str]:
-    rows = eng.graph.read("MATCH (n:IsoragEntity {isorag_kg: $kg}) RETURN n.isorag_key AS k, n.isorag_name AS n",
-                          kg=eng.kg)
-    return {r["k"]: r["n"] for r in rows}
 
 
 @pytest.fixture
@@ -67,14 +55,14 @@ def test_a_change_set_changes_both_stores_exactly(loaded: Any) -> None:
     assert (rep.added, rep.removed, rep.entities_set, rep.merged, rep.entities_removed) == (3, 1, 1, 1, 1)
     assert rep.skipped == 1 and "('Heat', 'directed_by', 'Nobody') is not in KG" in rep.skip_examples[0]
     assert rep.version == before["seq"] + 1 and rep.version_at
-    assert triples(eng) == {
+    assert set(kg_triples(eng)) == {
         ("Heat", "directed_by", "Michael Mann"), ("Heat", "starred_actors", "Al Pacino"),
         ("Heat", "starred_actors", "Robert De Niro"), ("Heat", "release_year", "1995"),
         ("Collateral", "directed_by", "Michael Mann"), ("Collateral", "starred_actors", "Tom Cruise"),
         ("Ronin", "starred_actors", "Robert De Niro"), ("Thief", "has_genre", "Crime"),
         ("Thief", "directed_by", "Michael Mann"), ("Thief", "release_year", "1981"),
         ("Robert De Niro", "starred_actors", "Heat")}
-    n = names(eng)
+    n = kg_names(eng)
     assert "R. De Niro" not in n and "Thriller" not in n and n["Michael Mann"] == "Michael K. Mann"
     # the relation that lost its last triple left the catalog and Milvus; has_genre stays (Thief has one)
     st = eng.stats()
@@ -98,11 +86,11 @@ def test_a_change_set_changes_both_stores_exactly(loaded: Any) -> None:
 def test_the_same_change_set_twice_changes_nothing(loaded: Any) -> None:
     eng = loaded
     first = eng.apply(CHANGES, progress=False)
-    state = (triples(eng), names(eng), eng.stats())
+    state = (set(kg_triples(eng)), kg_names(eng), eng.stats())
     again = eng.apply(CHANGES, progress=False)
     assert again.already_applied and again.version == first.version
     assert (again.added, again.removed, again.vectors_upserted, again.vectors_deleted) == (0, 0, 0, 0)
-    assert (triples(eng), names(eng), eng.stats()) == state
+    assert (set(kg_triples(eng)), kg_names(eng), eng.stats()) == state
 
 
 def test_triples_between_known_entities_write_no_vector_and_a_new_relation_one(loaded: Any) -> None:
@@ -130,9 +118,9 @@ def test_a_key_merged_earlier_and_its_target_in_one_change_set(loaded: Any) -> N
     eng.apply([MergeEntity("R. De Niro", "Robert De Niro")], progress=False)
     rep = eng.apply([SetEntity("R. De Niro", name="Bobby"), RemoveEntity("Robert De Niro")], progress=False)
     assert (rep.entities_set, rep.entities_removed, rep.batches) == (1, 1, 2)
-    n = names(eng)
+    n = kg_names(eng)
     assert "Robert De Niro" not in n and "R. De Niro" not in n and "Bobby" not in n.values()
-    assert not any("Robert De Niro" in (h, t) for h, _, t in triples(eng))
+    assert not any("Robert De Niro" in (h, t) for h, _, t in kg_triples(eng))
     assert eng.check(progress=False).ok
 
 
@@ -159,8 +147,8 @@ def test_a_later_load_resolves_a_merged_key(loaded: Any, tmp_path: Path) -> None
     more = tmp_path / "more.txt"
     more.write_text("Casino|starred_actors|R. De Niro\n", encoding="utf-8")
     eng.load(more, progress=False)
-    assert ("Casino", "starred_actors", "Robert De Niro") in triples(eng)
-    assert "R. De Niro" not in names(eng)
+    assert ("Casino", "starred_actors", "Robert De Niro") in kg_triples(eng)
+    assert "R. De Niro" not in kg_names(eng)
     assert eng.stats()["agree"]
 
 
@@ -171,10 +159,10 @@ def test_bad_operations_follow_the_loaders_rules(loaded: Any, tmp_path: Path) ->
                     '{"op": "explode", "key": "Heat"}\n'
                     '{"op": "merge", "source": "Heat", "target": "Heat"}\n'
                     '{"op": "remove", "head": "Heat", "relation": "has_genre", "tail": "Drama"}\n', encoding="utf-8")
-    before = triples(eng)
+    before = set(kg_triples(eng))
     with pytest.raises(MalformedInputError, match=r"changes\.jsonl:2: unknown op 'explode'"):
         eng.apply(path, strict=True, progress=False)
-    assert triples(eng) == before  # strict: the file is read whole before anything is written
+    assert set(kg_triples(eng)) == before  # strict: the file is read whole before anything is written
     rep = eng.apply(path, progress=False)
     assert rep.added == 1 and rep.skipped == 3
     assert sorted(m.split(": ", 1)[0] for m in rep.skip_examples) == [f"{path}:{n}" for n in (2, 3, 4)]
@@ -187,7 +175,7 @@ def test_two_triple_files_apply_removes_then_adds(loaded: Any, tmp_path: Path) -
     remove.write_text("Heat|release_year|1995\n", encoding="utf-8")
     rep = eng.apply(add=add, remove=remove, progress=False)
     assert (rep.added, rep.removed) == (1, 1)
-    t = triples(eng)
+    t = set(kg_triples(eng))
     assert ("Heat", "has_genre", "Crime") in t and ("Heat", "release_year", "1995") not in t
 
 

@@ -21,6 +21,7 @@ from loaders._model import EntityRecord, TripleRecord
 from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers import ROOT
+from helpers.kg import kg_triples
 
 RELS = ["directed_by", "starred_actors", "written_by", "has_genre", "release_year", "in_language"]
 BATCH = 150
@@ -54,10 +55,8 @@ def state(eng: Any) -> tuple[Any, ...]:
     g = eng.graph
     ents = g.read("MATCH (n:IsoragEntity {isorag_kg: $kg}) RETURN n.isorag_key AS k, n.isorag_name AS n, "
                   "n.isorag_description AS d", kg=eng.kg)
-    rows = g.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) WHERE r.isorag_name IS NOT NULL "
-                  "RETURN h.isorag_key AS h, type(r) AS r, t.isorag_key AS t", kg=eng.kg)
     rels = sorted(ri.name for ri in g.relation_catalog(refresh=True).values())
-    return ({(e["k"], e["n"], e["d"]) for e in ents}, {(r["h"], r["r"], r["t"]) for r in rows}, rels)
+    return ({(e["k"], e["n"], e["d"]) for e in ents}, set(kg_triples(eng)), rels)
 
 
 def vectors_by_key(eng: Any, keys: list[str]) -> dict[str, np.ndarray]:

@@ -20,7 +20,7 @@ from engine.stores.graph import sanitize_relation
 from loaders._model import EntityRecord, TripleRecord
 from loaders.bulk import BulkLoader, LoadSummary
 
-from helpers.kg import unique_kg
+from helpers.kg import kg_names, kg_triples, unique_kg
 
 NAMES = ["Ada", "Bob", "Cleo", "Dan", "Eve", "Fay"]
 RELS = ["knows", "likes", "works with", "lives near"]
@@ -101,12 +101,7 @@ def patterns(draw: st.DrawFn) -> Pattern:
 
 
 def kg_state(eng: Any) -> tuple[dict[str, str], set[tuple[str, str, str]]]:
-    g = eng.graph
-    names = {r["k"]: r["n"] for r in g.read("MATCH (n:IsoragEntity {isorag_kg: $kg}) "
-                                             "RETURN n.isorag_key AS k, n.isorag_name AS n", kg=eng.kg)}
-    rows = g.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) WHERE r.isorag_name IS NOT NULL "
-                  "RETURN h.isorag_key AS h, type(r) AS r, t.isorag_key AS t", kg=eng.kg)
-    return names, {(r["h"], r["r"], r["t"]) for r in rows}
+    return kg_names(eng), set(kg_triples(eng))
 
 
 def top_k_by_key(eng: Any, matches: list[Any], k: int) -> tuple[list[float], set[Any]]:

@@ -17,6 +17,7 @@ import pytest
 
 from engine.changes.ops import MergeEntity, SetEntity
 from engine.stores.graph import entity_id, relation_id
+from helpers.kg import kg_triples
 from helpers.loads import write_hrt
 
 
@@ -24,15 +25,13 @@ def state(eng: Any) -> dict[str, Any]:
     """A KG as its items keyed by source keys and names (ids differ between KGs): triples, entities (name, types),
     relation names, and the vectors of its entities and relations."""
     g = eng.graph
-    triples = g.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) WHERE r.isorag_name IS NOT NULL "
-                     "RETURN h.isorag_key AS h, r.isorag_name AS r, t.isorag_key AS t", kg=eng.kg)
     ents = g.read("MATCH (n:IsoragEntity {isorag_kg: $kg}) RETURN n.isorag_eid AS eid, n.isorag_key AS key, "
                   "n.isorag_name AS name, n.isorag_types AS types", kg=eng.kg)
     rels = sorted(ri.name for ri in g.relation_catalog(refresh=True).values())
     evec = eng.vectors.get_vectors("entities", [e["eid"] for e in ents])
     rvec = eng.vectors.get_vectors("relations", [relation_id(eng.kg, r) for r in rels])
     return {
-        "triples": sorted((t["h"], t["r"], t["t"]) for t in triples),
+        "triples": kg_triples(eng, relation="name"),
         "entities": sorted((e["key"], e["name"], tuple(e["types"] or ())) for e in ents),
         "relations": rels,
         "entity_vectors": {e["key"]: evec.get(e["eid"]) for e in ents},
