@@ -13,8 +13,10 @@ or tokens streamed to the caller. So ``ask``, ``aask``, ``ask_stream`` and ``aas
 The pattern may come from the caller (``pattern=``) or from the KG's learned pattern generator
 (:mod:`engine.learned`: ``generator=``) instead of the LLM. Who writes it is the router's choice
 (:mod:`engine.learned.router`, ``route=``): the generator without an LLM or when its pattern's probability reaches
-its calibrated threshold, else the LLM; a learned beam is retrieved pattern by pattern until one matches, and is
-answered without any LLM call (``answer_source="learned"``). Every step but the pattern works without an LLM:
+its calibrated threshold, else the LLM; a learned beam is retrieved pattern by pattern until one matches exactly
+(its relation path is in the KG; else the first that matches at all answers), and is answered without any LLM call
+(``answer_source="learned"``); without an LLM, a question the router keeps from the generator is not answered, and
+the answer says why (``answer_source="none"``). Every step but the pattern works without an LLM:
 
 * an answer is then the entities bound to the pattern's unknown target in the best subgraphs;
 * a verdict follows the rule of :mod:`engine.answering.verification` (``method="rule"``).
@@ -28,7 +30,8 @@ Stage failures: with ``raise_errors=True`` (the default) a failing stage raises 
 :class:`~engine._errors.LLMError`, :class:`~engine._errors.PatternParseError`, a store error...); with
 ``raise_errors=False`` the result comes back with ``failed_stage`` and ``error`` set and what was done before
 (a verdict then says NOT_ENOUGH_INFO). Batch APIs (``verify_many``, jobs) use ``raise_errors=False``. Stage
-names: ``pattern`` (the caller's pattern is invalid, or none can be had), ``generate`` (the learned generator),
+names: ``input`` (the question or claim is longer than ``max_question_chars``), ``pattern`` (the caller's pattern
+is invalid, or none can be had), ``generate`` (the learned generator),
 ``llm_pattern``, ``retrieve``,
 ``scoring``, ``verify`` (the rule), ``llm_answer``, ``llm_verify``.
 
@@ -45,7 +48,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
-from engine._config import MatchSettings, VerifySettings
+from engine._config import DEFAULT_MAX_QUESTION_CHARS, MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
 from engine.answering.results import (
     NOT_ENOUGH_INFO,
@@ -76,6 +79,9 @@ __all__ = ["Call", "Complete", "Emit", "Flow", "Generate", "Pipeline", "Request"
 #: without an LLM, the answer text names the answers whose GSD is within this of the best one (the others stay in
 #: ``Answer.answers`` with their GSD): an entity bound in a worse subgraph is a worse answer, not another answer
 TEXT_TIE = 0.02
+
+#: a learned pattern's best subgraph at most this far (GSD) matches it exactly: its relation path is in the KG
+EXACT_GSD = 1e-3
 
 #: heads the scored triples in the evidence the LLM reads (QSRAG's confidence-annotated triples)
 SCORED_HEADER = "scored triples (confidence from the triple scorer):"
@@ -190,6 +196,14 @@ class Run:
 
     # -- what the stages add to the result ----------------------------------------------------------------
 
+    def check_text(self, text: str, limit: int, what: str) -> None:
+        """A question or claim longer than ``limit`` characters fails the ``input`` stage (an InputError)."""
+        from engine.learned.generator import check_text
+
+        self.stage_name = "input"
+        check_text(text, limit, what)
+        self.stage_name = None
+
     def given_pattern(self, pattern: PatternLike | None) -> Pattern | None:
         if pattern is None:
             return None
@@ -246,6 +260,15 @@ class Run:
         r.scored_answers = list(r.scored.answers)
         r.warnings.append("answer extracted from the triple scorer's top triples (no pattern matched and no LLM)")
         return answer_text(r.scored)
+
+    def cannot_answer(self, kg: str) -> str:
+        """The answer when nobody may write the pattern (:func:`engine.learned.router.decide`): no entity named,
+        but the reason, the last warning."""
+        r = self.result
+        assert isinstance(r, Answer)
+        r.answer_source = "none"
+        why = r.warnings[-1] if r.warnings else "no pattern"
+        return f"Cannot answer this from KG {kg!r}: {why}."
 
     def default_text(self, kg: str) -> str:
         """The answer without an LLM (or without evidence to give one)."""
@@ -324,12 +347,14 @@ class Pipeline:
     def __init__(self, *, retriever: Callable[[], Retriever], llm: Callable[[], LLM | None],
                  fewshot: Callable[[str], list[dict[str, Any]]], scorer: Callable[[], ScoringService] | None = None,
                  kg: str = "", match: MatchSettings | None = None, verify: VerifySettings | None = None,
-                 generator: Callable[[], PatternGenerator] | None = None, route: str = "auto") -> None:
+                 generator: Callable[[], PatternGenerator] | None = None, route: str = "auto",
+                 max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS) -> None:
         from engine.learned.router import check_route
 
         self._retriever = retriever
         self._generator = generator
         self.route = check_route(route)
+        self.max_question_chars = max_question_chars
         self._llm = llm
         self._fewshot = fewshot
         self._scorer = scorer
@@ -366,6 +391,7 @@ class Pipeline:
         r = run.result
         assert isinstance(r, Answer)
         try:
+            run.check_text(r.query, self.max_question_chars, "question")
             pat = run.given_pattern(pattern)
             text = None
             scorer = self._scorer is not None
@@ -375,9 +401,10 @@ class Pipeline:
             else:
                 beam = yield from self._route(run, r.query, route, claim=False)
                 if beam is not None and not beam and not scorer:
-                    run.stage_name = "generate"
-                    raise PatternError("the pattern generator has no pattern for this question: "
-                                       + "; ".join(r.warnings[-1:]))
+                    r.text = run.cannot_answer(self.kg)
+                    yield Emit(TokenEvent(r.text))
+                    run.finish()
+                    return r
             # with a scorer and no LLM, a question without a pattern goes to the scorer alone
             if pat is None and beam is None and not (scorer and self._llm() is None):
                 try:
@@ -392,16 +419,12 @@ class Pipeline:
             res = None
             if tries:
                 with run.stage("retrieve"):
-                    for n, (pat, prob) in enumerate(tries):
-                        res = yield Call(self._retrieve, (pat, k, match))
-                        if res.subgraphs:
-                            break
-                assert pat is not None and res is not None
+                    n, pat, prob, res = yield from self._first_match(tries, k, match, exact=bool(beam))
                 if beam:
                     r.pattern_probability = prob
                     if n:
-                        r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing: pattern {n + 1} "
-                                          f"(probability {prob:.3f}) answers")
+                        r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing exactly: pattern "
+                                          f"{n + 1} (probability {prob:.3f}) answers")
                 run.set_pattern(pat, text)
                 yield Emit(PatternEvent(pat, text))
                 run.set_retrieval(res)
@@ -430,11 +453,29 @@ class Pipeline:
         run.finish()
         return r
 
+    def _first_match(self, tries: Sequence[tuple[Pattern, float | None]], k: int | None, match: Mapping[str, Any], *,
+                     exact: bool) -> Generator[Request, Any, tuple[int, Pattern, float | None, RetrievalResult]]:
+        """``(index, pattern, probability, result)`` of the first pattern that matches; with ``exact`` (a learned
+        beam, whose named nodes are KG names) the first that matches exactly (GSD 0: its relation path is in the
+        KG), else the first that matches at all, else the first."""
+        found: tuple[int, Pattern, float | None, RetrievalResult] | None = None
+        first: tuple[int, Pattern, float | None, RetrievalResult] | None = None
+        for n, (pat, prob) in enumerate(tries):
+            res = yield Call(self._retrieve, (pat, k, match))
+            here = (n, pat, prob, res)
+            first = first or here
+            if res.subgraphs:
+                found = found or here
+                if not exact or res.subgraphs[0].gsd <= EXACT_GSD:
+                    return here
+        assert first is not None
+        return found or first
+
     def _route(self, run: Run, text: str, route: str, claim: bool) -> Generator[Request, Any,
                                                                            list[tuple[Pattern, float]] | None]:
         """The learned generator's beam for ``text`` when the router keeps it (:mod:`engine.learned.router`),
-        an empty list when it must and has none, None when the LLM writes the pattern."""
-        from engine.learned.router import NO_GENERATOR_HELP, keeps_learned
+        None when the LLM writes the pattern, an empty list when nobody should (the last warning says why)."""
+        from engine.learned.router import LEARNED, LLM, NO_GENERATOR_HELP, decide
 
         r = run.result
         if route == "llm" or (route == "auto" and self._generator is None):
@@ -443,7 +484,7 @@ class Pipeline:
             run.stage_name = "pattern"
             raise ConfigError(NO_GENERATOR_HELP)
         with run.stage("generate"):  # the generator loads at first use
-            prop, threshold = yield Call(self._propose, (text, claim))
+            prop, threshold, note = yield Call(self._propose, (text, claim))
         # disjoint stages, in the order they ran: the generate stage's clock also ran over the linking
         stage = r.timings.pop("generate")
         r.timings["link"] = prop.timings["link"]
@@ -451,12 +492,15 @@ class Pipeline:
         r.proposal = prop
         r.warnings.extend(prop.warnings)
         has_llm = route != "learned" and self._llm() is not None
-        if not keeps_learned(route, prop.probability, threshold, has_llm):
-            r.warnings.append(f"the learned pattern's probability {prop.probability:.3f} is under the router's "
-                              f"threshold {threshold:.3f}: the LLM writes the pattern")
+        # a claim's probability is not calibrated: without an LLM its learned pattern is judged by the rule
+        who, why = decide(route if not claim or has_llm else "learned", prop, threshold, has_llm, note)
+        if who == LLM:
+            r.warnings.append(f"{why}: the LLM writes the pattern")
             return None
-        if not prop.beam:
-            return None if has_llm else []
+        if who != LEARNED:
+            if why and why not in r.warnings:
+                r.warnings.append(why)
+            return []
         r.pattern_source = "learned"
         r.pattern_probability = prop.probability
         return prop.beam
@@ -466,6 +510,7 @@ class Pipeline:
         v = run.result
         assert isinstance(v, Verdict)
         try:
+            run.check_text(v.claim, self.max_question_chars, "claim")
             pat = run.given_pattern(pattern)
             text = None
             if pat is not None:
@@ -473,9 +518,10 @@ class Pipeline:
             else:
                 beam = yield from self._route(run, v.claim, route, claim=True)
                 if beam is not None and not beam:
-                    run.stage_name = "generate"
-                    raise PatternError("the pattern generator has no pattern for this claim: "
-                                       + "; ".join(v.warnings[-1:]))
+                    v.label = NOT_ENOUGH_INFO
+                    v.reason = "no pattern for the claim: " + "; ".join(v.warnings[-1:])
+                    run.finish()
+                    return v
                 if beam:
                     pat = beam[0][0]
                 else:
@@ -532,10 +578,10 @@ class Pipeline:
               vs: VerifySettings) -> tuple[RetrievalResult, str, str, str | None]:
         return judge_claim(self._retriever(), pattern, k=k, settings=settings, verify=vs)
 
-    def _propose(self, text: str, claim: bool) -> tuple[Proposal, float]:
+    def _propose(self, text: str, claim: bool) -> tuple[Proposal, float, str]:
         assert self._generator is not None
         gen = self._generator()
-        return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold
+        return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold, gen.threshold_note()
 
     def _score(self, query: str, anchors: list[int] | None) -> ScoringResult:
         assert self._scorer is not None
