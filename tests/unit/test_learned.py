@@ -113,19 +113,19 @@ def test_choose_takes_more_topics_only_when_sure_and_apart() -> None:
 
 
 def test_calibrate_keeps_the_share_asked_for() -> None:
+    # a bound of 0.5 confidence is the observed precision (z = 0): the plain share, as before
     scored = [(0.9, True), (0.8, True), (0.7, False), (0.6, True), (0.2, False), (0.1, False)]
-    t = calibrate(scored, 0.75)
-    kept = [ok for p, ok in scored if p >= t]
-    assert t == 0.6 and sum(kept) / len(kept) >= 0.75
-    assert calibrate([(0.5, True), (0.4, True)], 0.95) == 0.0  # all right: keep all
-    assert calibrate([(0.5, False)], 0.95) > 0.5  # none right: keep none
-    assert calibrate([], 0.95) == 0.5
+    cal = calibrate(scored, 0.75, confidence=0.5)
+    kept = [ok for p, ok in scored if p >= cal.threshold]
+    assert 0.2 < cal.threshold <= 0.6 and sum(kept) / len(kept) >= 0.75 and cal.kept == 4 and cal.certified
+    assert cal.precision == 0.75 and cal.lower_bound == pytest.approx(0.75)
 
 
-def test_router_choices() -> None:
-    assert keeps_learned("learned", 0.0, 0.9, True)
-    assert keeps_learned("auto", 0.1, 0.9, False)  # no LLM to ask instead
-    assert keeps_learned("auto", 0.95, 0.9, True) and not keeps_learned("auto", 0.5, 0.9, True)
+def test_routing_functions() -> None:
+    assert keeps_learned("learned", 0.0, 0.9)
+    assert not keeps_learned("auto", 0.1, 0.9)  # with no LLM too: the router then does not answer
+    assert keeps_learned("auto", 0.95, 0.9) and not keeps_learned("auto", 0.5, 0.9)
+    assert not keeps_learned("auto", 0.0, 0.0)  # probability 0 (no template fits) is never sure enough
     assert check_route("llm") == "llm"
     with pytest.raises(ConfigError, match="route must be one of"):
         check_route("sometimes")
@@ -141,6 +141,18 @@ def test_route_and_generator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ISORAG_GENERATOR", " /x/gen.pt ")
     cfg = EngineConfig.from_env()
     assert cfg.route == "learned" and cfg.generator == "/x/gen.pt"
+
+
+def test_max_question_chars_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert EngineConfig().max_question_chars == 2000
+    for bad in (0, -1, True, 2.5, 2_000_000):
+        with pytest.raises(ConfigError, match="max_question_chars"):
+            EngineConfig(max_question_chars=bad)  # type: ignore[arg-type]
+    monkeypatch.setenv("ISORAG_MAX_QUESTION_CHARS", "many")
+    with pytest.raises(ConfigError, match="ISORAG_MAX_QUESTION_CHARS"):
+        EngineConfig.from_env()
+    monkeypatch.setenv("ISORAG_MAX_QUESTION_CHARS", "500")
+    assert EngineConfig.from_env().max_question_chars == 500
 
 
 def test_ngram_ids_are_stable_and_bounded() -> None:
@@ -159,9 +171,10 @@ def test_generator_file_round_trip_and_refusals(tmp_path: Path) -> None:
     back = load_generator(path, kg="kg_a", embedding_slug="slug")
     assert back.templates == [tpl] and back.templates[0].types == {"U1": "director"}
     assert back.threshold == 0.42 and back.seed == 7 and back.link.template_rate == {"who": 1.0}
+    assert back.relations == ["directed_by"]
     x = torch.ones(1, 8)
-    ids, offsets = torch.tensor([1, 2]), torch.tensor([0])
-    assert torch.equal(back.model(x, ids, offsets), model.eval()(x, ids, offsets))
+    ids, offsets, align = torch.tensor([1, 2]), torch.tensor([0]), torch.tensor([[0.5]])
+    assert torch.equal(back.model(x, ids, offsets, align), model.eval()(x, ids, offsets, align))
     with pytest.raises(CheckpointError, match="KG 'kg_a', not of 'kg_b'"):
         load_generator(path, kg="kg_b")
     with pytest.raises(CheckpointError, match="embedding model"):
