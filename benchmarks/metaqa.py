@@ -302,15 +302,16 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     unanswerable = read_unanswerable(Path(args.unanswerable)) if args.unanswerable else None
     if unanswerable and args.smoke:
         unanswerable = unanswerable[:20]
-    result = run_learned(eng, train, test, name="metaqa", k=args.k, seed=args.seed, router=not args.no_router,
-                         train_from=args.train_from, records=records, unanswerable=unanswerable)
+    result = run_learned(eng, train, test, name=f"metaqa_{args.train_from}", k=args.k, seed=args.seed,
+                         router=not args.no_router, train_from=args.train_from, records=records,
+                         unanswerable=unanswerable)
     print_summary(result)
     result = {"split": args.split, "pattern": "learned", "train_from": args.train_from, "injective": args.injective,
               "k": args.k, "smoke": args.smoke, **result, "peak_rss_mb": round(peak_rss_mb(), 1)}
     if args.smoke:
         eng.drop()
     eng.close()
-    emit("metaqa_learned", result)
+    emit(f"metaqa_learned_{args.train_from}", result)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ hop from the seed, each hop in one of several forms:
   director";
 
 wrapped in an opening ("what is ...", "which is ...", "who is ...", "name ...", "tell me ...", or the phrase
-alone) or, for a last forward hop of a participle relation, a verb question ("who directed X?"). Each sample gets
+alone), or asking for the last relation by its noun ("which nationality is X's spouse?"), or, for a last forward
+hop of a participle relation, a verb question ("who directed X?"). Each sample gets
 several distinct wordings drawn with the sampler's seeded generator (:func:`wordings`); conjunctions (two or three
 seeds) are worded as the answer that has each seed ("what has director X and actor Y").
 """
@@ -162,6 +163,11 @@ def chain_wording(names: Sequence[str], hops: Sequence[tuple[RelationForms, bool
             ends = plural(what) if what != "one" else "ones"
             return rng.choice([f"which {ends} were {rel.passive} {phrase}?", f"what did {phrase} {_base(rel)}?",
                                f"what was {rel.passive} {phrase}?"])
+        if i == last and out and not rel.participle and rng.random() < 0.3:
+            # the last relation's noun asked for: "which nationality is X's spouse?"
+            noun = rng.choice(rel.nouns)
+            return rng.choice([f"which {noun} is {phrase}?", f"what {noun} is {phrase}?",
+                               f"which {noun} does {phrase} have?", f"what {noun} does {phrase} have?"])
         phrase, kind = _forward(phrase, kind, rel, rng) if out else _inverse(phrase, rel, rng,
                                                                               "ones" if i < last else what)
     return rng.choice(_OPENINGS).format(phrase)

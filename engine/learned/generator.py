@@ -4,15 +4,25 @@ The model is a classifier over the pattern templates of the training questions (
 and one more class, *none* (a question no template answers), conditioned on the question with its topic mentions
 masked (``X``)::
 
-    h = W_e e(q) + mean_{g in ngrams(q)} E[hash(g)]         e(q): the sentence embedding of the masked question
+    h = W_e e(q) + mean_{g in ngrams(q)} E[hash(g)] + mean_{g in shape(q)} S[hash(g)]
+                                                           e(q): the sentence embedding of the masked question
     s_r(q) = max(0, max_{w in words(q)} cos(e(w), e(r)))   how well the question's words name relation r
     a_t(q) = mean_{r in t} s_r(q)                          how well they name the relations of template t
-    logit_t = (W_o relu(h))_t + w_a a_t(q)
+    a'_t(q) = mean_{r in t} (s_r(q) - mean_r s) / (std_r s + 0.05)    the same, against the other relations
+    v_t(q) = mean_{w in words(q)} max_{r in t} max(0, cos(e(w), e(r)))  how much of the question t's relations name
+             - |n(q) - edges(t)| / 4                       n(q): the relations its words name (closest, cosine >= 0.45)
+    logit_t = (W_o relu(h))_t + (W_k relu(h))_{k(t)} + w_a a_t(q) + w_c a'_t(q) + w_v v_t(q)
     logit_none = (W_o relu(h))_none + w_n max_t a_t(q)
     p(. | q) = softmax(logits)
 
-The hashed word 1-3-grams learn the wordings seen in training; the sentence embedding and the alignment ``a``
-carry the model to wordings it never saw: ``s_r`` matches a question word to a relation name by meaning
+``k(t)`` is the template's skeleton, its structure with the relations taken out (:meth:`Template.skeleton`): the
+model says "a chain of two relations" apart from which two, and the alignment says which. The hashed word 1-3-grams
+learn the wordings seen in training (left out for a quarter of the training questions,
+and the sentence embedding for another quarter, so that the rest of the model learns to do without them); the shape n-grams learn how questions are put together
+whatever their words (:func:`shape_ids`: "the w of x 's w" asks two relations in a chain); the sentence embedding and the alignment ``a`` carry the
+model to wordings it never saw (``a'`` compares the relations with each other: a word that names a relation less
+closely than the training words did still names it more closely than the others; ``v`` prefers the template that
+accounts for all the question's words, "the nation of X's couple" two relations, not one): ``s_r`` matches a question word to a relation name by meaning
 ("couple" to ``spouse``, "nation" to ``nationality``), ``words(q)`` being its content words and word pairs
 (:func:`content_ngrams`). The *none* class is trained on questions about relations the KG lacks, made by the
 training itself (:mod:`engine.learned.unanswerable`).
@@ -57,22 +67,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
 __all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "RelationAligner", "TemplateClassifier",
-           "cached_encode", "check_text", "content_ngrams", "featurize", "load_generator", "relation_words", "save_generator"]
+           "TemplateRelations", "alignment", "cached_encode", "check_text", "shape_ids", "skeleton_index", "content_ngrams", "featurize", "load_generator", "relation_words", "save_generator"]
 
 FORMAT = "isorag-generator/2"
 DEFAULT_BEAM = 3
-#: hashed n-gram buckets and width of the hidden layer
+#: hashed n-gram buckets (of the words, of the question's shape) and width of the hidden layer
 BUCKETS = 1 << 14
+SHAPE_BUCKETS = 1 << 12
 HIDDEN = 128
 #: longest question (characters) the generator reads; the engine's own bound is ``EngineConfig.max_question_chars``
 MAX_TEXT = 100_000
 #: question words and word pairs matched to relation names, at most
 ALIGN_NGRAMS = 48
+#: a question word this close (cosine) to a relation name names a relation (``v``'s count)
+NAMES = 0.45
+#: in training, the share of questions whose hashed n-grams are left out, and (drawn apart) whose sentence
+#: embedding is (feature dropout)
+BAG_DROP = 0.25
 #: words never matched to a relation name (they name no relation in any KG)
 FUNCTION_WORDS = frozenset("""
 a an the of in on at to for from by with and or as is are was were be been being do does did done which who whom
 whose what when where why how that this these those it its their his her him he she they them me my your our i you
 we also same other than about into over under after before one ones there s 's ? name give list tell show find
+entity entities thing things someone something anyone anything know
 """.split())
 
 
@@ -86,8 +103,30 @@ def check_text(text: Any, limit: int, what: str = "question") -> str:
     return text
 
 
+_POSSESSIVE = re.compile(r"\s*['’]s\b")
+
+
+_TOKENS = re.compile(r"'s|[^\W_]+")
+
+
+def shape_ids(text: str, buckets: int = SHAPE_BUCKETS) -> list[int]:
+    """Bucket ids of the 1-4-grams of the question's *shape*: its function words and the mask kept, each run of
+    other words one ``w`` ("what is the nation of X 's couple" -> "what is the w of x 's w"): how a question is put
+    together (two relations in a chain of possessives), whatever words name the relations."""
+    words = [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's", text))]
+    shape: list[str] = []
+    for w in words:
+        token = w if w in FUNCTION_WORDS or w == MASK.lower() else "w"
+        if not (token == "w" and shape and shape[-1] == "w"):
+            shape.append(token)
+    grams = {" ".join(shape[i:i + n]) for n in range(1, 5) for i in range(len(shape) - n + 1)}
+    return sorted({zlib.crc32(g.encode("utf-8")) % buckets for g in grams}) or [0]
+
+
 def ngram_ids(text: str, buckets: int = BUCKETS) -> list[int]:
-    """Bucket ids of the lower-cased word 1-3-grams of ``text`` (a stable hash: crc32)."""
+    """Bucket ids of the lower-cased word 1-3-grams of ``text`` (a stable hash: crc32), a possessive ``'s`` a word
+    of its own however it is written ("X's", "X 's")."""
+    text = _POSSESSIVE.sub(" 's", text)
     return sorted({zlib.crc32(g.encode("utf-8")) % buckets for g in word_ngrams(text, 3)}) or [0]
 
 
@@ -109,7 +148,7 @@ def relation_words(name: str) -> str:
 def content_ngrams(masked: str, cap: int = ALIGN_NGRAMS) -> list[str]:
     """The words of a masked question that may name a relation (not :data:`FUNCTION_WORDS`, not the mask) and the
     pairs of such words next to each other, in order, at most ``cap``."""
-    words = [w.lower() for w in _WORDS.findall(masked)]
+    words = [w.lower() for w in _WORDS.findall(_POSSESSIVE.sub(" ", masked))]
     keep = [w if w not in FUNCTION_WORDS and w != MASK.lower() else "" for w in words]
     out = [w for w in keep if w]
     out += [f"{a} {b}" for a, b in zip(keep, keep[1:]) if a and b]
@@ -126,41 +165,67 @@ class RelationAligner:
         vecs = encode([relation_words(r) for r in self.relations]) if self.relations else None
         self._r = _unit(np.asarray(vecs, dtype=np.float32)) if vecs is not None else np.zeros((0, 1), np.float32)
 
-    def scores(self, masked: Sequence[str], *, batch: int = 4096, progress: bool = False) -> np.ndarray:
-        """``[len(masked), len(relations)]``: per question, how well its words name each relation (0 to 1)."""
+    def word_sims(self, masked: Sequence[str], *, batch: int = 4096, progress: bool = False) -> list[np.ndarray]:
+        """Per question, ``[its content words, relations]``: how well each of its words names each relation (cosine,
+        0 and up), the distinct words of all the questions embedded once."""
         grams = [content_ngrams(m) for m in masked]
         vocab = list(dict.fromkeys(g for gs in grams for g in gs))
-        out = np.zeros((len(masked), len(self.relations)), dtype=np.float32)
-        if not vocab or not self.relations:
-            return out
         sims = np.zeros((len(vocab), len(self.relations)), dtype=np.float32)
-        from tqdm import tqdm
+        if vocab and self.relations:
+            from tqdm import tqdm
 
-        for i in tqdm(range(0, len(vocab), batch), desc="question words", unit="batch", disable=not progress):
-            vecs = self.encode(vocab[i:i + batch])
-            sims[i:i + batch] = _unit(np.asarray(vecs, dtype=np.float32)) @ self._r.T
+            for i in tqdm(range(0, len(vocab), batch), desc="question words", unit="batch", disable=not progress):
+                vecs = self.encode(vocab[i:i + batch])
+                sims[i:i + batch] = np.maximum(_unit(np.asarray(vecs, dtype=np.float32)) @ self._r.T, 0.0)
         row = {g: i for i, g in enumerate(vocab)}
-        for b, gs in enumerate(grams):
-            if gs:
-                out[b] = np.maximum(sims[[row[g] for g in gs]].max(0), 0.0)
-        return out
+        return [sims[[row[g] for g in gs]] for gs in grams]
 
-    def score_one(self, vecs: Any) -> np.ndarray:
-        """``[relations]`` for one question from the embeddings of its :func:`content_ngrams` (``[n, dim]``)."""
-        vecs = np.asarray(vecs, dtype=np.float32).reshape(-1, self._r.shape[-1]) if len(vecs) else None
-        if vecs is None or not self.relations:
-            return np.zeros(len(self.relations), dtype=np.float32)
-        return np.maximum((_unit(vecs) @ self._r.T).max(0), 0.0)
+    def sims_one(self, vecs: Any) -> np.ndarray:
+        """``[n, relations]`` for one question from the embeddings of its :func:`content_ngrams` (``[n, dim]``)."""
+        if not len(vecs) or not self.relations:
+            return np.zeros((0, len(self.relations)), dtype=np.float32)
+        vecs = np.asarray(vecs, dtype=np.float32).reshape(-1, self._r.shape[-1])
+        return np.maximum(_unit(vecs) @ self._r.T, 0.0).astype(np.float32)
 
-    def template_matrix(self, templates: Sequence[Template]) -> np.ndarray:
-        """``[templates, relations]``: the share of each template's edges that are of each relation (``a = M s``)."""
-        col = {r: i for i, r in enumerate(self.relations)}
-        m = np.zeros((len(templates), len(self.relations)), dtype=np.float32)
+
+@dataclass(frozen=True)
+class TemplateRelations:
+    """The templates' relations as the alignment reads them: ``share`` [templates, relations], the share of each
+    template's edges of each relation (``a = share s``); ``index`` [templates, 3], the relation columns of each
+    template's edges (the last repeated to three)."""
+
+    share: np.ndarray
+    index: np.ndarray
+    edges: np.ndarray  # [templates]: how many relations (edges) each template has
+
+    @classmethod
+    def of(cls, templates: Sequence[Template], relations: Sequence[str]) -> TemplateRelations:
+        col = {r: i for i, r in enumerate(relations)}
+        share = np.zeros((len(templates), len(relations)), dtype=np.float32)
+        index = np.zeros((len(templates), 3), dtype=np.int64)
         for j, t in enumerate(templates):
-            for r in t.relations:
-                if r in col:
-                    m[j, col[r]] += 1.0 / len(t.relations)
-        return m
+            cols = [col[r] for r in t.relations if r in col] or [0]
+            for c in cols:
+                share[j, c] += 1.0 / len(cols)
+            index[j] = (cols * 3)[:3] if len(cols) < 3 else cols[:3]
+        return cls(share, index, np.array([len(t.triples) for t in templates], dtype=np.float32))
+
+
+def alignment(sims: Sequence[np.ndarray], rel: TemplateRelations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, a', v)`` of the module docstring, ``[B, templates]`` each, from each question's word-relation cosines
+    (:meth:`RelationAligner.word_sims`); ``v`` less ``|n - len(t)|``/4, ``n`` the relations the question's words
+    name (each word its closest, at a cosine of at least :data:`NAMES`): a template with as many relations as the
+    question names."""
+    n_rel = rel.share.shape[1]
+    best = np.stack([s.max(0) if len(s) else np.zeros(n_rel, np.float32) for s in sims]) if sims \
+        else np.zeros((0, n_rel), np.float32)
+    z = (best - best.mean(-1, keepdims=True)) / (best.std(-1, keepdims=True) + 0.05) if n_rel else best
+    cover = np.zeros((len(sims), rel.share.shape[0]), dtype=np.float32)
+    for b, s in enumerate(sims):
+        if len(s) and n_rel:
+            named = float(len(set(s.argmax(-1)[s.max(-1) >= NAMES].tolist())))
+            cover[b] = s[:, rel.index].max(-1).mean(0) - np.abs(named - rel.edges) / 4  # [words, templates, 3]
+    return (best @ rel.share.T).astype(np.float32), (z @ rel.share.T).astype(np.float32), cover
 
 
 def _logit(p: float) -> float:
@@ -179,27 +244,50 @@ def _classifier_class() -> Any:
     class TemplateClassifier(nn.Module):
         """The classifier of the module docstring; its last output is the *none* class.
 
-        Shapes: ``emb`` [B, dim], ``ids`` [N] with ``offsets`` [B] (EmbeddingBag), ``align`` [B, templates] (the
-        relation alignment ``a``), logits [B, templates + 1]."""
+        ``skeletons``: the index of each template's skeleton (:meth:`Template.skeleton`), whose logit is added to
+        the template's (a chain of two relations, whichever they are).
+
+        Shapes: ``emb`` [B, dim], ``ids`` [N] with ``offsets`` [B] and ``shape_ids`` [M] with ``shape_offsets``
+        [B] (EmbeddingBags: the word n-grams and the shape n-grams), ``align``, ``contrast`` and
+        ``cover`` [B, templates] (the relation alignment ``a``, ``a'`` and ``v``), logits [B, templates + 1]."""
 
         def __init__(self, dim: int, templates: int, buckets: int = BUCKETS, hidden: int = HIDDEN,
-                     dropout: float = 0.1) -> None:
+                     dropout: float = 0.1, shape_buckets: int = SHAPE_BUCKETS,
+                     skeletons: Sequence[int] | None = None) -> None:
             super().__init__()
+            skeletons = list(skeletons) if skeletons is not None else [0] * templates
+            if len(skeletons) != templates or any(not isinstance(k, int) or k < 0 for k in skeletons):
+                raise TypeError(f"skeletons must be {templates} indices")
             self.config = {"dim": dim, "templates": templates, "buckets": buckets, "hidden": hidden,
-                           "dropout": dropout}
+                           "dropout": dropout, "shape_buckets": shape_buckets, "skeletons": skeletons}
+            self.skel_of = torch.as_tensor(skeletons, dtype=torch.long)
             self.proj = nn.Linear(dim, hidden)
             self.bag = nn.EmbeddingBag(buckets, hidden, mode="mean", sparse=True)  # a step touches few rows
+            self.shape = nn.EmbeddingBag(shape_buckets, hidden, mode="mean", sparse=True)
             nn.init.zeros_(self.bag.weight)  # an n-gram never seen in training adds nothing
+            nn.init.zeros_(self.shape.weight)
             self.drop = nn.Dropout(dropout)
             self.out = nn.Linear(hidden, templates + 1)
+            self.skel = nn.Linear(hidden, max(skeletons, default=0) + 1)
             self.align_w = nn.Parameter(torch.tensor(2.0))
+            self.contrast_w = nn.Parameter(torch.tensor(0.5))
+            self.cover_w = nn.Parameter(torch.tensor(2.0))
             self.none_w = nn.Parameter(torch.tensor(-2.0))
 
-        def forward(self, emb: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor,
-                    align: torch.Tensor) -> torch.Tensor:
-            h = torch.relu(self.proj(emb) + self.bag(ids, offsets))
+        def forward(self, emb: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor, shape_ids: torch.Tensor,
+                    shape_offsets: torch.Tensor, align: torch.Tensor, contrast: torch.Tensor,
+                    cover: torch.Tensor) -> torch.Tensor:
+            bag, sentence = self.bag(ids, offsets), self.proj(emb)
+            if self.training:  # now and then without the wording or the sentence: the other features must carry it
+                bag = bag * (torch.rand(bag.shape[0], 1) >= BAG_DROP).to(bag.dtype)
+                sentence = sentence * (torch.rand(bag.shape[0], 1) >= BAG_DROP).to(bag.dtype)
+            h = torch.relu(sentence + bag + self.shape(shape_ids, shape_offsets))
             logits = self.out(self.drop(h))
-            named = logits[:, :-1] + self.align_w * align
+            lexical = logits[:, :-1]
+            if self.training:  # now and then without the template's own output: its skeleton and relations decide
+                lexical = lexical * (torch.rand(lexical.shape[0], 1) >= BAG_DROP).to(lexical.dtype)
+            named = (lexical + self.skel(self.drop(h))[:, self.skel_of] + self.align_w * align
+                     + self.contrast_w * contrast + self.cover_w * cover)
             none = logits[:, -1:] + self.none_w * align.max(-1, keepdim=True).values
             return torch.cat([named, none], -1)
 
@@ -207,6 +295,12 @@ def _classifier_class() -> Any:
 
 
 TemplateClassifier = _classifier_class()
+
+
+def skeleton_index(templates: Sequence[Template]) -> list[int]:
+    """Per template, the index of its skeleton among the templates' skeletons (in order of first appearance)."""
+    seen: dict[str, int] = {}
+    return [seen.setdefault(t.skeleton(), len(seen)) for t in templates]
 
 
 def featurize(ids: Sequence[Sequence[int]]) -> tuple[Any, Any]:
@@ -310,7 +404,7 @@ def _check_templates(f: _Fields) -> list[Template]:
     return out
 
 
-def _check_model(f: _Fields, templates: int, emb_dim: int) -> Any:
+def _check_model(f: _Fields, templates: int, emb_dim: int, skeletons: list[int]) -> Any:
     import torch
 
     config = f.get("config", dict, "a mapping")
@@ -318,6 +412,8 @@ def _check_model(f: _Fields, templates: int, emb_dim: int) -> Any:
     for key, value in want.items():
         if config.get(key) != value:
             raise f.bad(f"config.{key}", f"is {config.get(key)!r}, the file's other fields say {value!r}")
+    if config.get("skeletons") != skeletons:
+        raise f.bad("config.skeletons", "does not give the skeletons of the templates")
     try:
         model = TemplateClassifier(**config)
     except TypeError as e:
@@ -386,7 +482,7 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
     relations = f.get("relations", list, "a list of relation names")
     if relations != sorted({r for t in templates for r in t.relations}):
         raise f.bad("relations", "does not list the templates' relations")
-    model = _check_model(f, len(templates), emb_dim)
+    model = _check_model(f, len(templates), emb_dim, skeleton_index(templates))
     link = _check_link(f)
     threshold = f.number("threshold", 0.0, 1.0 + 1e-6)
     seed = int(f.number("seed", 0, 2**63))
@@ -455,7 +551,7 @@ class PatternGenerator:
         self._names: dict[str, str] | None = None
         self._pool: Any = None  # one worker: the topics' relationships are read while the question is embedded
         self._aligner: RelationAligner | None = None
-        self._align_m: np.ndarray | None = None
+        self._align_m: TemplateRelations | None = None
 
     def _reader(self) -> Any:
         if self._pool is None:
@@ -482,10 +578,10 @@ class PatternGenerator:
             self._names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
         return self._names
 
-    def aligner(self) -> tuple[RelationAligner, np.ndarray]:
+    def aligner(self) -> tuple[RelationAligner, TemplateRelations]:
         if self._aligner is None:
             self._aligner = RelationAligner(self.ckpt.relations, self.encode)
-            self._align_m = self._aligner.template_matrix(self.templates)
+            self._align_m = TemplateRelations.of(self.templates, self.ckpt.relations)
         assert self._align_m is not None
         return self._aligner, self._align_m
 
@@ -512,11 +608,13 @@ class PatternGenerator:
         grams = content_ngrams(masked)
         vecs = np.asarray(self.encode([masked, *names, *grams]))
         emb = vecs[:1]
-        align = (aligner.score_one(vecs[1 + len(names):]) @ m.T)[None, :]
+        align, contrast, cover = alignment([aligner.sims_one(vecs[1 + len(names):])], m)
         ids, offsets = featurize([ngram_ids(masked)])
+        sids, soffsets = featurize([shape_ids(masked)])
         with torch.no_grad():
-            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets,
-                                     torch.as_tensor(align, dtype=torch.float32))[0]
+            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets, sids,
+                                     soffsets, torch.as_tensor(align), torch.as_tensor(contrast),
+                                     torch.as_tensor(cover))[0]
         return torch.softmax(logits.double(), -1).numpy()
 
     def _allowed(self, topics: Sequence[LinkedTopic], profiles: Sequence[set[tuple[str, bool]]],

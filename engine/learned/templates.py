@@ -56,6 +56,10 @@ class Template:
     def key(self) -> str:
         return " ; ".join(f"{h} {r} {t}" for h, r, t in self.triples)
 
+    def skeleton(self) -> str:
+        """Its structure with the relations taken out (``T1 - U1 ; U1 - U2``: a chain of two, whichever)."""
+        return " ; ".join(f"{h} - {t}" for h, _, t in self.triples)
+
     def slot_relations(self, slot: str) -> set[tuple[str, bool]]:
         """``(relation name, leaves the slot)`` of the edges at ``slot``."""
         return {(r, h == slot) for h, r, t in self.triples if slot in (h, t)}

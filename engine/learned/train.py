@@ -12,10 +12,11 @@ relation paths that join its topic to its answers in the KG. Then, with the seed
    one question alone cannot tell which one it asks. Across the training set it can: the classifier is trained to
    put its probability on *any* of each question's paths (the marginal likelihood ``log sum_{t in paths(q)} w_t
    p(t | q)``, ``w_t`` the F1 of path ``t`` against the question's answers: the share of them it reaches and the
-   share of what it reaches that they are). Questions worded alike share one prediction,
+   share of what it reaches that they are, times how well the question's words name its relations). Questions worded alike share one prediction,
    so the path that explains all of them gets the mass and a path that reaches one question's answers by
-   coincidence does not. Each question then takes its most probable path, and the templates no question took are
-   dropped;
+   coincidence does not. Each question then takes its most probable path (the path most questions worded exactly
+   as it is took, where at least three are and most agree: its own answers may favour another path where the KG
+   lacks a triple), and the templates no question took are dropped;
 3. the template classifier (:class:`engine.learned.generator.TemplateClassifier`): cross-entropy, Adam, early
    stopping on the held-out questions' likelihood; its *none* class on questions about relations the KG
    lacks (:mod:`engine.learned.unanswerable`, one half of the words);
@@ -46,7 +47,8 @@ import numpy as np
 
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, RelationAligner, TemplateClassifier,
-                                      cached_encode, featurize, ngram_ids, save_generator)
+                                      TemplateRelations, alignment, cached_encode, featurize, ngram_ids,
+                                      save_generator, shape_ids, skeleton_index)
 from engine.learned.linking import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
 from engine.learned.templates import PathHit, Template, path_reach, reaching_paths
 from engine.learned.unanswerable import unanswerable_questions, usable_words
@@ -77,6 +79,8 @@ class GeneratorRecord:
     spans: list[tuple[int, int]] = field(default_factory=list)
     source: str = ""
     candidates: list[tuple[Template, float]] = field(default_factory=list)
+    #: the template was chosen among relation paths of the KG (no gold pattern)
+    derived: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,10 @@ MAX_CANDIDATES = 12
 MIN_F1 = 0.2
 #: a relation path's precision is measured on at most this many of the training questions it reaches answers of
 PRECISION_SAMPLE = 20
+#: questions worded alike that a question-answer pair's path follows when most of them agree
+CONSENSUS_SUPPORT = 3
+#: how much a candidate path's weight follows how well the question's words name its relations
+NAMING = 3.0
 
 
 def derive_candidates(graph: GraphReader, records: Sequence[GeneratorRecord], *, progress: bool = False) -> int:
@@ -264,7 +272,7 @@ def derive_candidates(graph: GraphReader, records: Sequence[GeneratorRecord], *,
                         key=lambda x: (-x[0], len(x[1].types), x[1].template.key()))
         r.candidates = [(h.template, w) for w, h in ranked[:MAX_CANDIDATES]]
         if r.candidates:
-            r.topics, r.spans = r.topics[:1], r.spans[:1]
+            r.topics, r.spans, r.derived = r.topics[:1], r.spans[:1], True
     return sum(r.template is None and not r.candidates for r in records)
 
 
@@ -295,17 +303,21 @@ def _path_precision(graph: GraphReader, found: Sequence[tuple[int, PathHit]], pr
 
 @dataclass
 class _Data:
-    """Features of a set of masked questions: sentence embeddings, n-gram ids, relation scores ``s``."""
+    """Features of a set of masked questions: sentence embeddings, n-gram ids, word-relation cosines."""
 
     emb: Any  # torch.Tensor [N, dim]
     ids: list[list[int]]
-    rel: np.ndarray  # [N, relations]
+    shapes: list[list[int]]
+    sims: list[np.ndarray]  # per question [words, relations]
 
-    def rows(self, idx: Sequence[int], align_m: np.ndarray) -> tuple[Any, Any, Any, Any]:
+    def rows(self, idx: Sequence[int], rel: TemplateRelations) -> tuple[Any, ...]:
         import torch
 
         i, o = featurize([self.ids[j] for j in idx])
-        return self.emb[list(idx)], i, o, torch.as_tensor(self.rel[list(idx)] @ align_m.T, dtype=torch.float32)
+        si, so = featurize([self.shapes[j] for j in idx])
+        align, contrast, cover = alignment([self.sims[j] for j in idx], rel)
+        return (self.emb[list(idx)], i, o, si, so, torch.as_tensor(align), torch.as_tensor(contrast),
+                torch.as_tensor(cover))
 
 
 def _features(masked: Sequence[str], embedder: TextEmbedder, aligner: RelationAligner, progress: bool) -> _Data:
@@ -313,14 +325,15 @@ def _features(masked: Sequence[str], embedder: TextEmbedder, aligner: RelationAl
 
     emb = torch.as_tensor(embedder.encode(list(masked), progress=progress), dtype=torch.float32) if masked \
         else torch.zeros((0, embedder.dim))
-    return _Data(emb, [ngram_ids(m) for m in masked], aligner.scores(masked, progress=progress))
+    return _Data(emb, [ngram_ids(m) for m in masked], [shape_ids(m) for m in masked],
+                 aligner.word_sims(masked, progress=progress))
 
 
 Targets = list[tuple[list[int], list[float]]]  # per question: its template indices and their weights
 
 
-def _fit(data: _Data, targets: Targets, dev: _Data, dev_targets: Targets, align_m: np.ndarray, *, classes: int,
-         epochs: int, patience: int, s: GeneratorSettings, rng: random.Random, progress: bool,
+def _fit(data: _Data, targets: Targets, dev: _Data, dev_targets: Targets, align_m: TemplateRelations, *,
+         templates: Sequence[Template], epochs: int, patience: int, s: GeneratorSettings, rng: random.Random, progress: bool,
          desc: str) -> tuple[Any, float, int]:
     """A classifier trained on the marginal likelihood of each question's templates (cross-entropy when each has
     one), early-stopped on that likelihood on the held-out questions. Returns the model, the held-out share whose
@@ -328,9 +341,10 @@ def _fit(data: _Data, targets: Targets, dev: _Data, dev_targets: Targets, align_
     import torch
     from tqdm import tqdm
 
-    model = TemplateClassifier(data.emb.shape[1], classes)
-    dense = [p for n, p in model.named_parameters() if not n.startswith("bag.")]
-    opts = [torch.optim.Adam(dense, lr=s.lr), torch.optim.SparseAdam(list(model.bag.parameters()), lr=s.lr)]
+    model = TemplateClassifier(data.emb.shape[1], len(templates), skeletons=skeleton_index(templates))
+    dense = [p for n, p in model.named_parameters() if not n.startswith(("bag.", "shape."))]
+    opts = [torch.optim.Adam(dense, lr=s.lr),
+            torch.optim.SparseAdam([*model.bag.parameters(), *model.shape.parameters()], lr=s.lr)]
     best_loss, best_acc, best_state, bad, epoch = math.inf, -1.0, None, 0, 0
     dev_rows = dev.rows(range(len(dev.ids)), align_m) if dev.ids else None
     bar = tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress)
@@ -383,7 +397,7 @@ def _marginal_nll(logits: Any, targets: Targets) -> Any:
 
 
 def choose_paths(model: Any, data: _Data, candidates: Sequence[Sequence[tuple[int, float]]],
-                 align_m: np.ndarray) -> list[int]:
+                 align_m: TemplateRelations) -> list[int]:
     """Per question, the index of its most probable template among its candidates (probability times the path's
     F1 against the answers), under ``model`` (trained on the marginal likelihood, see the module
     docstring)."""
@@ -468,83 +482,56 @@ def _usable(graph: GraphReader, records: Sequence[GeneratorRecord], s: Generator
     if not usable:
         raise InputError("no training question has both a template (a gold pattern or a relation path in the KG) "
                          "and its topics in its text: nothing to train the generator on")
-    order = list(range(len(usable)))
-    rng.shuffle(order)
+    # held out by sample: the wordings of one question (one line of the file) stay on one side
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(usable):
+        groups.setdefault(r.source or f"#{i}", []).append(i)
+    keys = list(groups)
+    rng.shuffle(keys)
     n_dev = min(s.dev_max, int(len(usable) * s.dev_fraction)) if len(usable) >= 10 else 0
-    return _Split([usable[i] for i in order[n_dev:]], [usable[i] for i in order[:n_dev]], templates, skipped)
+    dev_idx: list[int] = []
+    for k in keys:
+        if len(dev_idx) >= n_dev:
+            break
+        dev_idx += groups[k]
+    held = set(dev_idx)
+    return _Split([r for i, r in enumerate(usable) if i not in held], [usable[i] for i in dev_idx], templates,
+                  skipped)
 
 
 def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, records: Sequence[GeneratorRecord], *,
            kg: str, out: str | Path, s: GeneratorSettings, progress: bool,
            say: Callable[[str], None]) -> TrainedGenerator:
-    """The steps of the module docstring; long because it is their sequence, each step a call."""
+    """The steps of the module docstring, each a call."""
     from engine.scoring.train import seed_everything
 
     t_start = time.perf_counter()
     seed_everything(s.seed)
     rng = random.Random(s.seed)
     sp = _usable(graph, records, s, rng, progress)
-    train, dev = sp.train, sp.dev
-    say(f"generator: {len(train):,} training and {len(dev):,} held-out questions, {len(sp.templates)} candidate "
-        f"templates" + (f", skipped {dict(sp.skipped)}" if sp.skipped else ""))
-
-    # 1. linking
-    masked = [mask(r.text, r.spans) for r in train]
-    seen: Counter[str] = Counter()
-    for m in masked:
-        seen.update(word_ngrams(m))
-    rate = {g: round(c / len(train), 5) for g, c in seen.items() if c >= 2}
-    cands = exact_candidates([r.text for r in train], graph)
-    max_topics = max(len(r.topics) for r in train + dev)
-    link = fit_link_model([(r.text, c, r.topics) for r, c in zip(train, cands)], rate, max_topics)
-
-    # features, and questions the KG cannot answer (one half of the words for training, the other for calibration)
+    say(f"generator: {len(sp.train):,} training and {len(sp.dev):,} held-out questions, {len(sp.templates)} "
+        f"candidate templates" + (f", skipped {dict(sp.skipped)}" if sp.skipped else ""))
+    masked = [mask(r.text, r.spans) for r in sp.train]
+    link = _link_model(graph, sp, masked)  # 1.
+    # questions the KG cannot answer: one half of the words for training, the other for calibration
     relations = sorted({rel for t in sp.templates for rel in t.relations})
     encode = cached_encode(embedder.encode)
     aligner = RelationAligner(relations, encode)
     words = usable_words(relations, {w for m in masked for w in m.lower().split()}, encode)
-    topics = sorted({t for r in train for t in r.topics})
-    n_neg = int(round(len(train) * s.unanswerable_share))
-    negatives = [mask(text, [span]) for text, _, span in unanswerable_questions(words, topics, n_neg, 0, rng)]
+    topics = sorted({t for r in sp.train for t in r.topics})
+    negatives = [mask(text, [span]) for text, _, span in
+                 unanswerable_questions(words, topics, int(round(len(sp.train) * s.unanswerable_share)), 0, rng)]
     data = _features(masked + negatives, embedder, aligner, progress)
-    dev_data = _features([mask(r.text, r.spans) for r in dev], embedder, aligner, False)
-
-    # 2. the relation paths of question-answer pairs, chosen across the training set
-    index = {t: i for i, t in enumerate(sp.templates)}
-    none = [([len(sp.templates)], [1.0])] * len(negatives)
-    chosen = sum(len(r.candidates) > 1 for r in train + dev)
-    templates = sp.templates
-    if chosen:
-        align_m = aligner.template_matrix(templates)
-        targets = [([index[t] for t, _ in r.candidates], [w for _, w in r.candidates]) for r in train] + none
-        dev_t = [([index[t] for t, _ in r.candidates], [w for _, w in r.candidates]) for r in dev]
-        model, _, _ = _fit(data, targets, dev_data, dev_t, align_m, classes=len(templates), epochs=s.path_epochs,
-                           patience=max(2, s.patience // 2), s=s, rng=rng, progress=progress,
-                           desc="choosing relation paths")
-        picks = choose_paths(model, data, [[(index[t], w) for t, w in r.candidates] for r in train], align_m)
-        picks += choose_paths(model, dev_data, [[(index[t], w) for t, w in r.candidates] for r in dev], align_m)
-        for r, j in zip(train + dev, picks):
-            r.template = templates[j]
-    counts = Counter(r.template for r in train + dev if r.template is not None)
-    templates = _hinted([t for t in sorted(counts, key=lambda t: (-counts[t], t.key())) if counts[t] >= s.min_count],
-                        train + dev)
+    dev_data = _features([mask(r.text, r.spans) for r in sp.dev], embedder, aligner, False)
+    chosen = _choose_templates(sp, data, dev_data, len(negatives), relations, s, rng, progress, say)  # 2.
+    train, dev, templates = chosen.train, chosen.dev, chosen.templates
     index = {t: i for i, t in enumerate(templates)}
-    keep = [i for i, r in enumerate(train) if r.template in index]
-    keep_dev = [i for i, r in enumerate(dev) if r.template in index]
-    data = _subset(data, keep + list(range(len(train), len(train) + len(negatives))))
-    dev_data = _subset(dev_data, keep_dev)
-    train, dev = [train[i] for i in keep], [dev[i] for i in keep_dev]
-    if len(templates) < len(sp.templates):
-        say(f"generator: {len(templates)} templates kept"
-            + (f" after choosing the relation paths of {chosen:,} question-answer pairs" if chosen else ""))
-
-    # 3. the template classifier
-    align_m = aligner.template_matrix(templates)
+    align_m = TemplateRelations.of(templates, relations)
     targets = [([index[r.template]], [1.0]) for r in train if r.template] + [([len(templates)], [1.0])] * len(negatives)
     dev_t = [([index[r.template]], [1.0]) for r in dev if r.template]
-    model, best_acc, epoch = _fit(data, targets, dev_data, dev_t, align_m, classes=len(templates), epochs=s.epochs,
-                                  patience=s.patience, s=s, rng=rng, progress=progress, desc="generator epochs")
-
+    model, best_acc, epoch = _fit(chosen.data, targets, chosen.dev_data, dev_t, align_m, templates=templates,
+                                  epochs=s.epochs, patience=s.patience, s=s, rng=rng, progress=progress,
+                                  desc="generator epochs")  # 3.
     # 4. end to end on the held-out questions and unanswerable ones: linking, pattern accuracy, the threshold
     ckpt = GeneratorCheckpoint(kg, embedder.slug, int(data.emb.shape[1]), templates, model, link, 1.0, s.seed)
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder, encode=encode)
@@ -552,20 +539,120 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
                                                              1, rng)]
     linked_ok, pattern_ok, rows = _held_out(gen, dev, unanswerable, progress)
     ckpt.score = fit_score(rows)
-    scored = [(ckpt.probability(pt, c) if pt > 0 else 0.0, ok) for pt, c, ok in rows]
-    cal = calibrate(scored, s.precision, s.confidence, unanswerable=len(unanswerable))
+    cal = calibrate([(ckpt.probability(pt, c) if pt > 0 else 0.0, ok) for pt, c, ok in rows], s.precision,
+                    s.confidence, unanswerable=len(unanswerable))
     ckpt.threshold = cal.threshold
     n = max(len(dev), 1)
     ckpt.info = {"questions": len(train), "dev_questions": len(dev), "templates": len(templates),
                  "epochs": epoch, "template_acc": round(best_acc, 4) if dev else None,
                  "linking_acc": round(linked_ok / n, 4) if dev else None,
                  "pattern_acc": round(pattern_ok / n, 4) if dev else None, "precision": s.precision,
-                 "calibration": cal.to_dict(), "paths_chosen": chosen, "unanswerable_words": len(words),
+                 "calibration": cal.to_dict(), "paths_chosen": chosen.chosen, "unanswerable_words": len(words),
                  "skipped": dict(sp.skipped), "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     path = save_generator(ckpt, out)
     return TrainedGenerator(str(path), len(train), len(dev), len(templates), dict(sp.skipped),
                             round(linked_ok / n, 4), round(max(best_acc, 0.0), 4), round(pattern_ok / n, 4),
-                            ckpt.threshold, s.seed, round(time.perf_counter() - t_start, 2), cal.to_dict(), chosen)
+                            ckpt.threshold, s.seed, round(time.perf_counter() - t_start, 2), cal.to_dict(),
+                            chosen.chosen)
+
+
+def _link_model(graph: GraphReader, sp: _Split, masked: Sequence[str]) -> Any:
+    """The linking acceptance fitted on the training questions (their topics the gold)."""
+    seen: Counter[str] = Counter()
+    for m in masked:
+        seen.update(word_ngrams(m))
+    rate = {g: round(c / len(sp.train), 5) for g, c in seen.items() if c >= 2}
+    cands = exact_candidates([r.text for r in sp.train], graph)
+    max_topics = max(len(r.topics) for r in sp.train + sp.dev)
+    return fit_link_model([(r.text, c, r.topics) for r, c in zip(sp.train, cands)], rate, max_topics)
+
+
+@dataclass
+class _Chosen:
+    """The questions with one template each (train, dev), the templates, their features, and how many
+    question-answer pairs had their path chosen among several."""
+
+    train: list[GeneratorRecord]
+    dev: list[GeneratorRecord]
+    templates: list[Template]
+    data: _Data
+    dev_data: _Data
+    chosen: int
+
+
+def _choose_templates(sp: _Split, data: _Data, dev_data: _Data, negatives: int, relations: Sequence[str],
+                      s: GeneratorSettings, rng: random.Random, progress: bool, say: Callable[[str], None]) -> _Chosen:
+    """Step 2: one template per question (a pair's path chosen across the training set), the templates no question
+    took dropped; ``data`` holds the training questions, then ``negatives`` unanswerable ones."""
+    train, dev, templates = sp.train, sp.dev, sp.templates
+    index = {t: i for i, t in enumerate(templates)}
+    chosen = sum(len(r.candidates) > 1 for r in train + dev)
+    if chosen:
+        align_m = TemplateRelations.of(templates, relations)
+        _named_paths(train, data, align_m, index)
+        _named_paths(dev, dev_data, align_m, index)
+        none = [([len(templates)], [1.0])] * negatives
+        targets = [([index[t] for t, _ in r.candidates], [w for _, w in r.candidates]) for r in train] + none
+        dev_t = [([index[t] for t, _ in r.candidates], [w for _, w in r.candidates]) for r in dev]
+        model, _, _ = _fit(data, targets, dev_data, dev_t, align_m, templates=templates, epochs=s.path_epochs,
+                           patience=max(2, s.patience // 2), s=s, rng=rng, progress=progress,
+                           desc="choosing relation paths")
+        picks = choose_paths(model, data, [[(index[t], w) for t, w in r.candidates] for r in train], align_m)
+        picks += choose_paths(model, dev_data, [[(index[t], w) for t, w in r.candidates] for r in dev], align_m)
+        for r, j in zip(train + dev, picks):
+            r.template = templates[j]
+    relabelled = _consensus(train + dev)
+    if relabelled:
+        say(f"generator: {relabelled:,} question-answer pairs take the path of the questions worded as they are")
+    counts = Counter(r.template for r in train + dev if r.template is not None)
+    kept = _hinted([t for t in sorted(counts, key=lambda t: (-counts[t], t.key())) if counts[t] >= s.min_count],
+                   train + dev)
+    if len(kept) < len(templates):
+        say(f"generator: {len(kept)} templates kept"
+            + (f" after choosing the relation paths of {chosen:,} question-answer pairs" if chosen else ""))
+    index = {t: i for i, t in enumerate(kept)}
+    keep = [i for i, r in enumerate(train) if r.template in index]
+    keep_dev = [i for i, r in enumerate(dev) if r.template in index]
+    return _Chosen([train[i] for i in keep], [dev[i] for i in keep_dev], kept,
+                   _subset(data, keep + list(range(len(train), len(train) + negatives))), _subset(dev_data, keep_dev),
+                   chosen)
+
+
+def _named_paths(records: Sequence[GeneratorRecord], data: _Data, rel: TemplateRelations,
+                 index: Mapping[Template, int]) -> None:
+    """Weigh each pair's candidate paths also by how well the question's words name their relations (``v`` of
+    :mod:`engine.learned.generator`, ``exp(NAMING (v - max v))``): where two paths explain the answers equally
+    (one person directed and wrote), the one the question names wins."""
+    for k in range(0, len(records), 1024):
+        idx = list(range(k, min(k + 1024, len(records))))
+        _, _, cover = alignment([data.sims[j] for j in idx], rel)
+        for b, j in enumerate(idx):
+            r = records[j]
+            if len(r.candidates) > 1:
+                v = [float(cover[b, index[t]]) for t, _ in r.candidates]
+                top = max(v)
+                r.candidates = [(t, w * math.exp(NAMING * (x - top))) for (t, w), x in zip(r.candidates, v)]
+
+
+def _consensus(records: Sequence[GeneratorRecord], support: int = CONSENSUS_SUPPORT) -> int:
+    """Give each question-answer pair the path most of the pairs worded exactly as it is (topics masked) took, where
+    at least ``support`` of them are and most agree; returns how many changed. Its own answers may favour another
+    path where the KG lacks a triple its question needs: the wording says which path it asks, as a gold pattern
+    would."""
+    by: dict[str, Counter[Template]] = {}
+    for r in records:
+        if r.derived and r.template is not None:
+            by.setdefault(mask(r.text, r.spans).casefold(), Counter())[r.template] += 1
+    changed = 0
+    for r in records:
+        got = by.get(mask(r.text, r.spans).casefold()) if r.derived else None
+        if not got:
+            continue
+        (top, n), total = got.most_common(1)[0], sum(got.values())
+        if total >= support and 2 * n > total and r.template != top:
+            r.template = top
+            changed += 1
+    return changed
 
 
 def _hinted(templates: Sequence[Template], records: Sequence[GeneratorRecord]) -> list[Template]:
@@ -578,7 +665,8 @@ def _hinted(templates: Sequence[Template], records: Sequence[GeneratorRecord]) -
 
 
 def _subset(data: _Data, idx: Sequence[int]) -> _Data:
-    return _Data(data.emb[list(idx)], [data.ids[i] for i in idx], data.rel[list(idx)])
+    return _Data(data.emb[list(idx)], [data.ids[i] for i in idx], [data.shapes[i] for i in idx],
+                 [data.sims[i] for i in idx])
 
 
 def _held_out(gen: PatternGenerator, dev: Sequence[GeneratorRecord], unanswerable: Sequence[str],
@@ -690,9 +778,8 @@ def wilson_lower(right: int, n: int, confidence: float) -> float:
 
 def calibrate(scored: Sequence[tuple[float, bool]], precision: float, confidence: float = 0.95,
               unanswerable: int = 0) -> Calibration:
-    """A threshold ``t > 0`` keeping the most held-out patterns (those at or above it) for which the lower confidence
-    bound of their precision reaches ``precision``; when none does, the kept set with the highest bound. ``t`` lies
-    in the middle of the gap between the lowest kept probability and the highest left out. Never 0 (a pattern of
+    """The lowest probability ``t > 0`` such that the lower confidence bound of the precision of the held-out patterns
+    at or above it reaches ``precision``; when none does, the ``t`` with the highest bound. Never 0 (a pattern of
     probability 0, no template fitting, is never kept); 1.0 when no held-out pattern has a probability.
     ``scored``: (probability, right) per held-out question, ``unanswerable`` of them about what the KG lacks."""
     ranked = sorted(((p, ok) for p, ok in scored if p > 0), key=lambda x: -x[0])
@@ -713,21 +800,7 @@ def calibrate(scored: Sequence[tuple[float, bool]], precision: float, confidence
     if chosen is None:
         return Calibration(1.0, 0.0, 0.0, 0, len(scored), unanswerable, precision, confidence, False)
     low, prec, lb, kept = chosen
-    # any threshold between the lowest kept probability and the highest left out keeps the same questions: the
-    # middle of that gap (in log-odds) leaves a new question as much room on either side
-    below = ranked[kept][0] if kept < len(ranked) else 0.0
-    t = _midpoint(below, low)
-    return Calibration(t, prec, lb, kept, len(scored), unanswerable, precision, confidence, best is not None)
-
-
-def _midpoint(below: float, low: float) -> float:
-    """The log-odds middle of ``(below, low]`` (``low / 2`` when nothing is below), never above ``low``, never 0."""
-    if below <= 0:
-        return low / 2 if low / 2 > 0 else low
-
-    def logit(p: float) -> float:
-        p = min(max(p, 1e-9), 1 - 1e-9)
-        return math.log(p / (1 - p))
-
-    mid = 1.0 / (1.0 + math.exp(-(logit(below) + logit(low)) / 2))
-    return float(min(max(mid, math.nextafter(below, 1.0)), low))
+    # the top of the gap between the lowest kept probability and the highest left out: the held-out questions the
+    # KG cannot answer are made by the training and easier to tell than a user's, so no room is given below
+    return Calibration(float(low), prec, lb, kept, len(scored), unanswerable, precision, confidence,
+                       best is not None)

@@ -13,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from engine._errors import CheckpointError
 from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, cached_encode, load_generator,
-                                      save_generator)
+                                      save_generator, skeleton_index)
 from engine.learned.linking import LinkModel
 from engine.learned.templates import Template
 
@@ -23,7 +23,8 @@ def _data(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
     torch.manual_seed(0)
     tpls = [Template((("T1", "directed_by", "U1"),)), Template((("U1", "starred_actors", "T1"),))]
-    ckpt = GeneratorCheckpoint("kg_a", "slug", 8, tpls, TemplateClassifier(8, 2, buckets=64, hidden=4),
+    model = TemplateClassifier(8, 2, buckets=64, hidden=4, shape_buckets=32, skeletons=skeleton_index(tpls))
+    ckpt = GeneratorCheckpoint("kg_a", "slug", 8, tpls, model,
                                LinkModel(np.ones(9), {"who": 1.0}), 0.42, 7, score=(1.5, 0.5, -0.2))
     path = save_generator(ckpt, tmp_path / "gen.pt")
     return path, torch.load(path, weights_only=True)
@@ -63,6 +64,7 @@ BREAKS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("relations", lambda d: d.update(relations=["other"]), r"field 'relations' does not list"),
     ("config.templates", lambda d: d["config"].update(templates=5), r"field 'config.templates' is 5"),
     ("config", lambda d: d["config"].update(colour="red"), r"field 'config' has unknown or missing"),
+    ("config.skeletons", lambda d: d["config"].update(skeletons=[0, 0]), r"field 'config.skeletons' does not give"),
     ("state_dict.out.weight", lambda d: d["state_dict"].pop("out.weight"), r"field 'state_dict.out.weight' is missing"),
     ("state_dict.proj.bias", lambda d: d["state_dict"].update({"proj.bias": d["state_dict"]["proj.bias"][:2]}),
      r"field 'state_dict.proj.bias' has shape \(2,\), the model needs \(4,\)"),

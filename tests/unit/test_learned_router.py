@@ -29,12 +29,11 @@ def test_wilson_lower_bound_hand_computed() -> None:
 def test_threshold_is_never_zero_even_when_every_held_out_pattern_is_right() -> None:
     scored = [(0.3 + 0.001 * i, True) for i in range(400)]
     cal = calibrate(scored, 0.99)
-    # all kept; nothing below the lowest (0.3): the threshold is half way to 0
-    assert cal.threshold == pytest.approx(0.15) and cal.certified and cal.kept == 400
-    # with a question below, the threshold is the middle of the gap in log-odds: logit t = (logit 0.3 + logit 0.1) / 2
+    assert cal.threshold == pytest.approx(0.3) and cal.certified and cal.kept == 400
+    # a wrong one below: the threshold stays at the lowest kept, the top of the gap
     cal = calibrate(scored + [(0.1, False)], 0.99)
-    assert cal.kept == 400 and cal.threshold == pytest.approx(1 / (1 + (7 / 3 * 9) ** 0.5))
-    # the smallest probability there is: the threshold stays above 0 (found by hypothesis)
+    assert cal.kept == 400 and cal.threshold == pytest.approx(0.3)
+    # the smallest probability there is: the threshold stays above 0 (found by hypothesis with an earlier rule)
     assert calibrate([(5e-324, False)], 1.0, 0.5).threshold == 5e-324
     # patterns of probability 0 (no template fits) are never kept, even when they are all there is
     cal = calibrate([(0.0, True), (0.0, False)], 0.9)
@@ -45,7 +44,7 @@ def test_threshold_is_never_zero_even_when_every_held_out_pattern_is_right() -> 
 def test_too_few_questions_to_certify_the_precision() -> None:
     # 50 of 50 right: the 95% bound is 0.948, short of 0.99; the threshold is the one with the highest bound
     cal = calibrate([(0.5 + 0.005 * i, True) for i in range(50)], 0.99)
-    assert not cal.certified and cal.kept == 50 and cal.threshold == pytest.approx(0.25)
+    assert not cal.certified and cal.kept == 50 and cal.threshold == pytest.approx(0.5)
     assert cal.lower_bound == pytest.approx(wilson_lower(50, 50, 0.95))
 
 
