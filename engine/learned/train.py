@@ -19,7 +19,8 @@ relation paths that join its topic to its answers in the KG. Then, with the seed
    lacks a triple), and the templates no question took are dropped;
 3. the template classifier (:class:`engine.learned.generator.TemplateClassifier`): cross-entropy, Adam, early
    stopping on the held-out questions' likelihood; its *none* class on questions about relations the KG
-   lacks (:mod:`engine.learned.unanswerable`, one half of the words);
+   lacks (:mod:`engine.learned.unanswerable`: asked in a few frames, and the training questions themselves with
+   the words that name a relation replaced, one half of the words);
 4. **the router's threshold** (:func:`calibrate`): on the held-out questions, run end to end (linking included),
    and a fifth as many questions the KG cannot answer (the other half of the words), a pattern's probability is
    fitted from its template's and its linking confidence (:func:`fit_score`: their weights, so that it is the
@@ -47,11 +48,11 @@ import numpy as np
 
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, RelationAligner, TemplateClassifier,
-                                      TemplateRelations, alignment, cached_encode, featurize, ngram_ids,
+                                      NAMES, TemplateRelations, alignment, cached_encode, featurize, ngram_ids,
                                       save_generator, shape_ids, skeleton_index)
 from engine.learned.linking import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
 from engine.learned.templates import PathHit, Template, path_reach, reaching_paths
-from engine.learned.unanswerable import unanswerable_questions, usable_words
+from engine.learned.unanswerable import reworded_questions, unanswerable_questions, usable_words
 from engine.retrieval.pattern import Pattern
 from engine.retrieval.retriever import normalize_name
 
@@ -519,8 +520,11 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
     aligner = RelationAligner(relations, encode)
     words = usable_words(relations, {w for m in masked for w in m.lower().split()}, encode)
     topics = sorted({t for r in sp.train for t in r.topics})
+    names = _names_relation(aligner)
+    n_neg = int(round(len(sp.train) * s.unanswerable_share))
     negatives = [mask(text, [span]) for text, _, span in
-                 unanswerable_questions(words, topics, int(round(len(sp.train) * s.unanswerable_share)), 0, rng)]
+                 unanswerable_questions(words, topics, n_neg - n_neg // 2, 0, rng)
+                 + reworded_questions([(r.text, r.spans) for r in sp.train], names, words, n_neg // 2, 0, rng)]
     data = _features(masked + negatives, embedder, aligner, progress)
     dev_data = _features([mask(r.text, r.spans) for r in sp.dev], embedder, aligner, False)
     chosen = _choose_templates(sp, data, dev_data, len(negatives), relations, s, rng, progress, say)  # 2.
@@ -535,8 +539,9 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
     # 4. end to end on the held-out questions and unanswerable ones: linking, pattern accuracy, the threshold
     ckpt = GeneratorCheckpoint(kg, embedder.slug, int(data.emb.shape[1]), templates, model, link, 1.0, s.seed)
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder, encode=encode)
-    unanswerable = [q for q, _, _ in unanswerable_questions(words, topics, max(len(dev) // 5, 20 if dev else 0),
-                                                             1, rng)]
+    n_cal = max(len(dev) // 5, 20 if dev else 0)
+    unanswerable = [q for q, _, _ in unanswerable_questions(words, topics, n_cal - n_cal // 2, 1, rng)
+                    + reworded_questions([(r.text, r.spans) for r in dev], names, words, n_cal // 2, 1, rng)]
     linked_ok, pattern_ok, rows = _held_out(gen, dev, unanswerable, progress)
     ckpt.score = fit_score(rows)
     cal = calibrate([(ckpt.probability(pt, c) if pt > 0 else 0.0, ok) for pt, c, ok in rows], s.precision,
@@ -554,6 +559,15 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
                             round(linked_ok / n, 4), round(max(best_acc, 0.0), 4), round(pattern_ok / n, 4),
                             ckpt.threshold, s.seed, round(time.perf_counter() - t_start, 2), cal.to_dict(),
                             chosen.chosen)
+
+
+def _names_relation(aligner: RelationAligner) -> Callable[[Sequence[str]], list[bool]]:
+    """Whether each word names one of the relations (cosine at least NAMES to its name)."""
+    def names(tokens: Sequence[str]) -> list[bool]:
+        sims = aligner.word_sims(list(tokens))
+        return [bool(len(x)) and float(x.max()) >= NAMES for x in sims]
+
+    return names
 
 
 def _link_model(graph: GraphReader, sp: _Split, masked: Sequence[str]) -> Any:

@@ -8,6 +8,11 @@ budget of X", "who founded X"), each about a topic of the training questions. A 
 in meaning from every relation name of the KG (cosine under :data:`NEAR`) and none of the training questions
 uses it: "director" is never made unanswerable on a movie KG.
 
+The training also rewords its own questions: in a question of the training set (or, for the calibration, of the
+held-out set), each word that names one of the KG's relations is replaced by such a word ("who directed X" ->
+"who sponsored X", "what genre is X" -> "what salary is X"): the way the KG's users ask, about something it lacks,
+the hardest kind to tell.
+
 The words fall in two halves by a stable hash (:func:`half`): the *none* class of the classifier learns from one,
 the router's threshold is calibrated on questions made from the other, so the calibration measures how the model
 does on relations it never saw called unanswerable.
@@ -16,13 +21,14 @@ does on relations it never saw called unanswerable.
 from __future__ import annotations
 
 import random
+import re
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NOUNS", "VERBS", "NEAR", "half", "usable_words", "unanswerable_questions"]
+__all__ = ["NOUNS", "VERBS", "NEAR", "half", "reworded_questions", "usable_words", "unanswerable_questions"]
 
 #: attribute and role nouns that name a relation in many KGs
 NOUNS = tuple("""
@@ -101,4 +107,39 @@ def unanswerable_questions(words: Sequence[tuple[str, str]], topics: Sequence[st
         before = frame[:a].format(w=w)
         text = before + x + frame[a + 3:].format(w=w)
         out.append((text, x, (len(before), len(before) + len(x))))
+    return out
+
+
+_TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
+
+
+def reworded_questions(questions: Sequence[tuple[str, Sequence[tuple[int, int]]]],
+                       names_relation: Callable[[Sequence[str]], Sequence[bool]],
+                       words: Sequence[tuple[str, str]], n: int, part: int,
+                       rng: random.Random) -> list[tuple[str, str, tuple[int, int]]]:
+    """Up to ``n`` questions ``(text, topic, topic span)`` made from ``questions`` (``(text, topic spans)``, the first
+    span the topic kept) by replacing each word outside the topics that names a relation (``names_relation``, one
+    call for all the words) with a word of half ``part``: a past-tense verb for a word ending in "ed", else a noun."""
+    pool = {k: [w for w, kind in words if kind == k and half(w) == part] for k in ("noun", "verb")}
+    if not questions or not pool["noun"]:
+        return []
+    picked = [questions[rng.randrange(len(questions))] for _ in range(n)]
+    found = [[(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)
+              if not any(a < m.end() and m.start() < b for a, b in spans)] for text, spans in picked]
+    vocab = list(dict.fromkeys(t.lower() for toks in found for _, _, t in toks))
+    named = dict(zip(vocab, names_relation(vocab))) if vocab else {}
+    out = []
+    for (text, spans), toks in zip(picked, found):
+        hits = [(a, b, t) for a, b, t in toks if named.get(t.lower())]
+        if not hits or not spans:
+            continue
+        new, shift, (ta, tb) = text, 0, spans[0]
+        for a, b, t in hits:
+            kind = "verb" if t.lower().endswith("ed") and pool["verb"] else "noun"
+            w = rng.choice(pool[kind])
+            new = new[:a + shift] + w + new[b + shift:]
+            if a < ta:
+                ta, tb = ta + len(w) - (b - a), tb + len(w) - (b - a)
+            shift += len(w) - (b - a)
+        out.append((new, new[ta:tb], (ta, tb)))
     return out

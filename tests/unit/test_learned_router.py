@@ -149,3 +149,28 @@ def test_unanswerable_words_keep_away_from_the_kg_and_its_questions() -> None:
     assert not any(w in text for text, _, _ in qs for w in used0 if len(w) > 8 and half(w) == 0
                    and not any(w in u for u in {x for x, _ in words if half(x) == 1}))
     assert unanswerable_questions([], ["Heat"], 5, 0, rng) == []
+
+
+def test_the_training_rewords_its_own_questions_about_what_the_kg_lacks() -> None:
+    from engine.learned.unanswerable import reworded_questions
+
+    words = [("budget", "noun"), ("salary", "noun"), ("sponsored", "verb"), ("financed", "verb")]
+    part = half("budget")
+    pool = {w for w, _ in words if half(w) == part}
+    questions = [("who directed Heat", [(13, 17)]), ("what genre is Top Gun in", [(14, 21)]),
+                 ("the director of Directed Genre", [(16, 30)])]
+    seen: list[list[str]] = []
+
+    def names(tokens: list[str]) -> list[bool]:
+        seen.append(list(tokens))
+        return [t in ("directed", "genre", "director") for t in tokens]
+
+    got = reworded_questions(questions, names, words, 30, part, random.Random(1))
+    assert got and len(seen) == 1  # one call for all the words
+    for text, topic, (a, b) in got:
+        assert text[a:b] == topic and topic in ("Heat", "Top Gun", "Directed Genre")
+        assert not {"directed", "genre", "director"} & set(text.replace(topic, "").split())
+        assert any(w in text for w in pool)
+    # the topic's own words are never replaced, even when they name a relation
+    assert any(t == "Directed Genre" for _, t, _ in got)
+    assert reworded_questions(questions, lambda ts: [False] * len(ts), words, 5, part, random.Random(1)) == []
