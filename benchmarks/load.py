@@ -2,6 +2,7 @@
 
     python benchmarks/load.py --kb ../shared/data/metaqa/kb.txt [--limit N] [--kg NAME] [--keep]
                               [--graph-only] [--recall N]
+    python benchmarks/load.py --smoke       # a few hundred triples of the bundled demo, --graph-only --recall 20
 
 Prints triples/s into Neo4j, entities/s embedded into Milvus, the whole load's wall time and peak memory;
 the last line is one JSON object (also written to benchmarks/results/load.json). The graph stage runs
@@ -21,7 +22,7 @@ import time
 from typing import Any
 
 import _common  # noqa: F401  (sys.path, env)
-from _common import emit, peak_rss_mb, server_rss_mb, start_servers
+from _common import DATA, drop_kg, emit, parse_args, peak_rss_mb, server_rss_mb, smoke_metaqa, start_servers
 
 
 def graph_only_run(args: argparse.Namespace, neo: str) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def measure_recall(eng: Any, emb: Any, n: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kb", default="../shared/data/metaqa/kb.txt")
+    ap.add_argument("--kb", default=str(DATA / "metaqa" / "kb.txt"))
     ap.add_argument("--format", default=None)
     ap.add_argument("--limit", type=int, default=None, help="first N lines only")
     ap.add_argument("--kg", default="bench_load")
@@ -94,7 +95,8 @@ def main() -> None:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--graph-only", action="store_true", help="also time the graph stage alone")
     ap.add_argument("--recall", type=int, default=0, help="measure the index's recall with N queries")
-    args = ap.parse_args()
+    args = parse_args(ap, {"kb": lambda a: str(smoke_metaqa() / "kb.txt"), "kg": "bench_smoke_load",
+                           "graph_only": True, "recall": 20, "quiet": True})
 
     neo, mil = start_servers()
     from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
@@ -108,7 +110,7 @@ def main() -> None:
     emb = eng.embedder
     emb.encode(["warm up"])
     model_s = time.perf_counter() - t_model
-    eng.drop()  # a fresh KG: the figures are for a first load
+    drop_kg(eng)  # a fresh KG: the figures are for a first load
     loader = BulkLoader(eng.graph, eng.vectors, emb, batch_size=args.batch_size, progress=not args.quiet)
     summary = LoadSummary(path=args.kb, kg=args.kg)
     fmt = args.format or detect_format(args.kb)
@@ -148,7 +150,7 @@ def main() -> None:
     if args.recall:
         result["recall"] = measure_recall(eng, emb, args.recall)
     if not args.keep:
-        eng.drop()
+        drop_kg(eng)
     eng.close()
     emit("load", result)
 

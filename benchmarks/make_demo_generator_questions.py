@@ -1,6 +1,7 @@
 """The demo's generator training questions: MetaQA dev questions whose walk lies in the demo KG.
 
-    python benchmarks/make_demo_generator_questions.py [--per-hop 400] [--seed 2018]
+    python benchmarks/make_demo_generator_questions.py [--per-hop 400] [--seed 2018] [--data DIR] [--out FILE]
+    python benchmarks/make_demo_generator_questions.py --smoke   # a tiny MetaQA folder, into a temporary file
 
 Writes ``engine/data/demo/generator_questions.jsonl``: per hop, up to ``--per-hop`` dev questions (seeded draw)
 whose topic is an entity of the demo KG and whose qtype's relation path, followed over the demo KG, reaches at
@@ -17,19 +18,21 @@ import json
 import random
 import re
 
-import _common  # noqa: F401
-from _common import ROOT
-from engine.datasets.metaqa import follow_path, gold_pattern
+from pathlib import Path
 
-DEMO = ROOT / "engine" / "data" / "demo"
-DATA = ROOT.parent / "shared" / "data" / "metaqa"
+import _common  # noqa: F401  (sys.path, env)
+from _common import DATA, DEMO, emit, parse_args, smoke_dir, smoke_metaqa
+from engine.datasets.metaqa import follow_path, gold_pattern
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-hop", type=int, default=400)
     ap.add_argument("--seed", type=int, default=2018)
-    args = ap.parse_args()
+    ap.add_argument("--data", type=Path, default=DATA / "metaqa", help="MetaQA folder ({1,2,3}-hop/qa_dev.txt, qtypes)")
+    ap.add_argument("--out", type=Path, default=DEMO / "generator_questions.jsonl")
+    args = parse_args(ap, {"data": lambda a: smoke_metaqa(per_hop=10), "per_hop": 5,
+                           "out": lambda a: smoke_dir() / "generator_questions.jsonl"})
     adj: dict[tuple[str, str], set[str]] = {}
     names: set[str] = set()
     for line in (DEMO / "kb.txt").read_text(encoding="utf-8").splitlines():
@@ -39,10 +42,11 @@ def main() -> None:
         names.update((h, t))
     taken = {json.loads(x)["source"] for x in (DEMO / "questions.jsonl").read_text(encoding="utf-8").splitlines()}
     rng = random.Random(args.seed)
-    out = []
+    out: list[dict[str, object]] = []
+    eligible_by_hop = {}
     for hop in (1, 2, 3):
-        qa = (DATA / f"{hop}-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()
-        qt = (DATA / f"{hop}-hop" / "qa_dev_qtype.txt").read_text(encoding="utf-8").splitlines()
+        qa = (args.data / f"{hop}-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()
+        qt = (args.data / f"{hop}-hop" / "qa_dev_qtype.txt").read_text(encoding="utf-8").splitlines()
         eligible = []
         for n, (line, qtype) in enumerate(zip(qa, qt), start=1):
             source = f"{hop}-hop/qa_dev.txt:{n}"
@@ -58,10 +62,13 @@ def main() -> None:
                                  "source": source})
         rng.shuffle(eligible)
         out += sorted(eligible[:args.per_hop], key=lambda x: x["source"])
+        eligible_by_hop[hop] = len(eligible)
         print(f"{hop}-hop: {len(eligible)} eligible, kept {min(len(eligible), args.per_hop)}")
-    path = DEMO / "generator_questions.jsonl"
+    path = args.out
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in out), encoding="utf-8")
     print(f"wrote {len(out)} questions to {path}")
+    emit("make_demo_generator_questions", {"out": str(path), "questions": len(out), "eligible": eligible_by_hop,
+                                           "per_hop": args.per_hop, "seed": args.seed})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
     python benchmarks/metaqa.py --pattern learned [--limit N] [--split test --data DIR] [--no-router]
+    python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, KG dropped after
 
 ``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (its gold
 patterns from the question types) and answers the other 20% (``--split test``: trained on the whole dev split,
@@ -29,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import _common  # noqa: F401
-from _common import ROOT, emit, peak_rss_mb, percentile, start_servers
+from _common import DATA as _DATA
+from _common import drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
 
-DATA = ROOT.parent / "shared" / "data" / "metaqa"
+DATA = _DATA / "metaqa"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
@@ -107,7 +109,8 @@ def main() -> None:
                     help="allow one KG node for two pattern nodes (MetaQA's answers may repeat an intermediate)")
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
     ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
-    args = ap.parse_args()
+    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()), "kb": lambda a: str(smoke_metaqa() / "kb.txt"),
+                           "kg": "bench_smoke_metaqa", "limit": 4})
 
     from engine.datasets.metaqa import gold_pattern
 
@@ -146,7 +149,7 @@ def main() -> None:
     tie_ceiling: dict[str, float] = {}
     misses = open(args.misses, "w", encoding="utf-8") if args.misses else None
     for hop in [int(h) for h in args.hops.split(",")]:
-        qs = read_questions(hop, args.split, args.limit)
+        qs = read_questions(hop, args.split, args.limit, Path(args.data))
         h1 = h3 = 0
         for q in qs:
             pattern = gold_pattern(q["qtype"], q["topic"])
@@ -213,6 +216,8 @@ def main() -> None:
         print(f"oracle: {result['oracle']}")
     if misses is not None:
         misses.close()
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
     emit("metaqa", result)
 
@@ -249,6 +254,8 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     print_summary(result)
     result = {"split": args.split, "pattern": "learned", "injective": args.injective, "k": args.k, **result,
               "peak_rss_mb": round(peak_rss_mb(), 1)}
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
     emit("metaqa_learned", result)
 

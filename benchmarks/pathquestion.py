@@ -1,13 +1,14 @@
 """PathQuestion benchmark (PQ-2H, PQ-3H; Zhou et al., COLING 2018): learned patterns against gold paths.
 
-    python benchmarks/pathquestion.py [--hops 2,3] [--limit N] [--injective none] [--no-router]
+    python benchmarks/pathquestion.py [--hops 2,3] [--limit N] [--injective none] [--no-router] [--data DIR]
+    python benchmarks/pathquestion.py --smoke    # a made-up world of 24 people, 2H and 3H, KGs dropped after
 
 Each file's KB is loaded into its own KG (``learned_pq2``, ``learned_pq3``; ``--drop`` removes them at the end).
 Its questions are split 80/20 (seeded): the pattern generator is trained on the 80% with the gold paths as patterns
 (``e0#r1#e1#r2#...#<end>#answer``: ``(e0, r1, UNKNOWN 1), (UNKNOWN 1, r2, UNKNOWN 2), ...``) and answers the 20% in
 plain text with no LLM; the same questions are answered with their gold patterns (benchmarks/_learned.py).
 Matching defaults to ``--injective none``: the gold paths revisit their topic in 6.1% / 24.2% of the questions
-(DESIGN §10), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H) and
+(see docs/benchmarks.md), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H) and
 78.6 (3H). The last line is one JSON object (also benchmarks/results/pathquestion.json).
 """
 
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import _common  # noqa: F401
-from _common import ROOT, emit, peak_rss_mb, start_servers
+from _common import DATA as _DATA
+from _common import drop_kg, emit, parse_args, peak_rss_mb, smoke_pathquestion, start_servers
 
-DATA = ROOT.parent / "shared" / "data" / "pathquestion"
+DATA = _DATA / "pathquestion"
 
 
 def read_pq(path: Path, limit: int | None) -> list[dict[str, Any]]:
@@ -57,7 +59,8 @@ def main() -> None:
     ap.add_argument("--no-router", action="store_true")
     ap.add_argument("--drop", action="store_true", help="drop the benchmark's KGs at the end")
     ap.add_argument("--kg-prefix", default="learned_pq")
-    args = ap.parse_args()
+    ap.add_argument("--data", type=Path, default=DATA, help="folder of {2,3}H-kb.txt and PQ-{2,3}H.txt")
+    args = parse_args(ap, {"kg_prefix": "bench_smoke_pq", "drop": True, "data": lambda a: smoke_pathquestion()})
 
     from _learned import print_summary, run_learned, split
 
@@ -71,11 +74,11 @@ def main() -> None:
         cfg = EngineConfig(kg=kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                            match=MatchSettings(k=args.k, injective=args.injective))
         eng = Engine(cfg, llm=False)
-        kb = DATA / f"{hop}H-kb.txt"
+        kb = args.data / f"{hop}H-kb.txt"
         if eng.graph.stats()["entities"] == 0:
             print(f"loading {kb} into KG {kg!r} ...", flush=True)
             eng.load(kb, progress=False)
-        items = read_pq(DATA / f"PQ-{hop}H.txt", args.limit)
+        items = read_pq(args.data / f"PQ-{hop}H.txt", args.limit)
         train, test = split(items, 0.8, args.seed)
         result = run_learned(eng, train, test, name=kg, k=args.k, seed=args.seed, router=not args.no_router)
         print_summary(result)
@@ -87,7 +90,7 @@ def main() -> None:
             else:
                 merged.setdefault(key, {})[f"{hop}H"] = value
         if args.drop:
-            eng.drop()
+            drop_kg(eng)
         eng.close()
     emit("pathquestion", {"pattern": "learned", "injective": args.injective, "k": args.k, **merged,
                           "simgrag_llama3_70b_hits1": {"2H": 0.887, "3H": 0.786},
