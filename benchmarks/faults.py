@@ -91,7 +91,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import RESULTS, ROOT, parse_args, percentile
 
 PY = sys.executable
@@ -361,7 +361,8 @@ class Private:
             pid = int(json.loads((home / "server.json").read_text())["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return []
-        if LocalMilvus(home=home).alias not in _cmdline(pid):  # the relay's command line holds the server's, alias included
+        # the relay's command line holds the server's, alias included
+        if LocalMilvus(home=home).alias not in _cmdline(pid):
             return []
         return [p for p in _descendants(pid) if _alive(p)] + [pid]
 
@@ -677,7 +678,7 @@ class QueryLoad:
             events = list(self.events)
         out: dict[str, Any] = {"calls": len(events), "during": collections.Counter(), "outside": collections.Counter(),
                                "typed_by_type": collections.Counter(), "examples": []}
-        for t0, t1, p, outcome, detail in events:
+        for _t0, t1, p, outcome, detail in events:
             during = any(a <= t1 <= b + 0.5 for a, b in windows)
             out["during" if during else "outside"][outcome] += 1
             if outcome == "typed":
@@ -714,7 +715,7 @@ def probe_recovery(eng: Any, expected: tuple, tally: Tally, timeout: float) -> t
             errs["wrong"] += 1
         except IsoragError as e:
             errs[type(e).__name__] += 1
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - an untyped exception is a finding: counted, with its traceback
             errs[f"untyped {type(e).__name__}"] += 1
             tally.traceback("retrieve (recovery probe)", traceback.format_exc())
         time.sleep(0.25)
@@ -789,7 +790,6 @@ class Campaign:
         t_kill = time.monotonic()
         pids = self.priv.kill(which)
         restart_s = self.priv.start(which)
-        t_up = time.monotonic()
         rec_s, errs = probe_recovery(self.engines["ref"], self.expected[0], self.tally, self.args.recovery_timeout)
         t_back = time.monotonic()
         self.windows.append((t_kill, t_back))
@@ -1015,7 +1015,7 @@ class Campaign:
                     with lock:
                         bad[f"typed {type(e).__name__}"] += 1
                     self.tally.problem(f"part 6: retrieve raised {type(e).__name__} without a fault: {one_line(e)}")
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - an untyped exception is a finding: counted
                     with lock:
                         bad["untyped"] += 1
                     self.tally.traceback("part 6 retrieve", traceback.format_exc())
@@ -1150,7 +1150,7 @@ class Campaign:
         except IsoragError as e:
             self.tally.problem(f"dropping KG {kg!r} failed: {one_line(e)}")
             return f"drop failed: {one_line(e, 200)}"
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - an untyped exception is a finding: its traceback kept
             self.tally.traceback(f"drop of {kg!r}", traceback.format_exc())
             return "drop raised an untyped exception"
 
@@ -1291,7 +1291,7 @@ def main() -> int:
                     log("dropping the private KGs")
                     try:
                         drops = camp.drop_all()
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:  # noqa: BLE001 - the servers are stopped below whatever the drops raised
                         drops = {"error": one_line(e)}
                 camp.close()
             from engine.stores.graph import close_drivers

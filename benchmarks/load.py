@@ -21,7 +21,7 @@ import random
 import time
 from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA, drop_kg, emit, parse_args, peak_rss_mb, server_rss_mb, smoke_metaqa, start_servers
 
 

@@ -7,8 +7,8 @@ Writes ``engine/data/demo/generator_questions.jsonl``: per hop, up to ``--per-ho
 whose topic is an entity of the demo KG and whose qtype's relation path, followed over the demo KG, reaches at
 least one of MetaQA's gold answers (``engine/datasets/metaqa.py``), none of the 60 demo questions among them.
 Fields as ``questions.jsonl`` (``question`` with the topic in brackets, ``topic``, ``hops``, ``qtype``,
-``answers`` reached on the demo KG (at most 10), ``pattern``, ``source``). ``isorag demo`` trains the demo's pattern generator
-on both files. MetaQA is CC BY 3.0 (see engine/data/demo/ATTRIBUTION.md).
+``answers`` reached on the demo KG (at most 10), ``pattern``, ``source``). ``isorag demo`` trains the demo's pattern
+generator on both files. MetaQA is CC BY 3.0 (see engine/data/demo/ATTRIBUTION.md).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 
 from pathlib import Path
 
-import _common  # noqa: F401  (sys.path, env)
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA, DEMO, emit, parse_args, smoke_dir, smoke_metaqa
 from engine.datasets.metaqa import follow_path, gold_pattern
 

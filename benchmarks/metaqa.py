@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA as _DATA
 from _common import drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
 
@@ -108,7 +108,8 @@ def main() -> None:
     ap.add_argument("--homomorphic", action="store_true",
                     help="allow one KG node for two pattern nodes (MetaQA's answers may repeat an intermediate)")
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
-    ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
+    ap.add_argument("--misses", default=None,
+                    help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
     args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()), "kb": lambda a: str(smoke_metaqa() / "kb.txt"),
                            "kg": "bench_smoke_metaqa", "limit": 4})
 
@@ -203,14 +204,16 @@ def main() -> None:
     p95 = {k: round(percentile(v, 95), 2) for k, v in per_stage.items()}
     print(f"latency p50 (ms): {p50}\nlatency p95 (ms): {p95}")
     result: dict[str, Any] = {
-        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective, "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel,
-        "questions": counts, "hits1": hits1, "hits3": hits3, "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
+        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective,
+        "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel, "questions": counts, "hits1": hits1, "hits3": hits3,
+        "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
         "qps": round(n_total / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     if args.oracle:
         result["oracle"] = {
             "queries": oracle_n, "agreement": round(oracle_agree / max(oracle_n, 1), 4),
-            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2), "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
+            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2),
+            "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
             "speedup_p50": round(percentile(oracle_ms, 50) / max(percentile(matcher_ms, 50), 1e-9), 2),
         }
         print(f"oracle: {result['oracle']}")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-import _common  # noqa: F401  (sys.path, env)
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import emit, parse_args, percentile
 
 MODES = ("open", "auth", "auth+netns")

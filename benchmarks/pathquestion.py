@@ -8,8 +8,8 @@ Its questions are split 80/20 (seeded): the pattern generator is trained on the 
 (``e0#r1#e1#r2#...#<end>#answer``: ``(e0, r1, UNKNOWN 1), (UNKNOWN 1, r2, UNKNOWN 2), ...``) and answers the 20% in
 plain text with no LLM; the same questions are answered with their gold patterns (benchmarks/_learned.py).
 Matching defaults to ``--injective none``: the gold paths revisit their topic in 6.1% / 24.2% of the questions
-(see docs/benchmarks.md), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H) and
-78.6 (3H). The last line is one JSON object (also benchmarks/results/pathquestion.json).
+(see docs/benchmarks.md), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H)
+and 78.6 (3H). The last line is one JSON object (also benchmarks/results/pathquestion.json).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA as _DATA
 from _common import drop_kg, emit, parse_args, peak_rss_mb, smoke_pathquestion, start_servers
 

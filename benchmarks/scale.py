@@ -10,8 +10,8 @@ offline importer (:mod:`loaders.offline`: ``neo4j-admin database import full`` i
 per size, under ``$ISORAG_HOME/scale/neo4j-<size>`` on ``--port``, while ONNX embeddings go to Milvus), or with
 ``--loader online`` with the ``BulkLoader`` (batched UNWIND MERGE through Bolt into the shared local Neo4j).
 Gold patterns are sampled with
-:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
-latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
+:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest
+size); latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
 exhaustive Cypher oracle on the same candidates, where the oracle finishes within ``--oracle-timeout``.
 Store sizes are the growth of the Neo4j and Milvus data directories over the load (they hold every KG).
 With ``--keep`` the KGs stay; a later run finds them loaded and only samples and queries again (a quiet-machine
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import RESULTS, drop_kg, emit, parse_args, peak_rss_mb, percentile, server_rss_mb, start_servers
 
 FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Kwame", "Sofia", "Ivan", "Priya", "Mateo", "Chen", "Amara",
@@ -374,7 +374,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         pts = [(x, ld[key]) for x, ld in zip(xs, loads) if ld.get(key)]
         if pts:
             ax.plot(*zip(*pts), "o-", color=c, label=label)
-    walls = [(x, r["wall_s"]) for x, r in zip(xs, results) if r.get("wall_s") and not (r.get("load") or {}).get("reused")]
+    walls = [(x, r["wall_s"]) for x, r in zip(xs, results)
+             if r.get("wall_s") and not (r.get("load") or {}).get("reused")]
     if walls:
         ax.plot(*zip(*walls), "k^--", label="whole run (generate, load, synth, queries)")
     ax.axhline(90 * 60, color="k", lw=0.8, ls=":", label="90 min (target for the 10M run)")

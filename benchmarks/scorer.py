@@ -303,7 +303,8 @@ def main() -> None:
     test_data = prepare(eng, test_recs, hops=args.hops or 3, max_edges=args.max_edges,
                         cache=Path(str(cache) + ".test"), progress=progress)
     prepare_s = time.perf_counter() - t0
-    hop_of = lambda ex: int(ex["source"].split("-", 1)[0])  # noqa: E731
+    def hop_of(ex: dict) -> int:
+        return int(ex["source"].split("-", 1)[0])
 
     # dev split for early stopping: 10% of the training questions (at most 300), the same for every seed, so
     # that the seeds differ only in the training's own draws (initial weights, batch order, negatives)

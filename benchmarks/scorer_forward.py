@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common  # noqa: F401  (sys.path, env)
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import emit, parse_args
 from engine.scoring import DDEMLP, QRGAT, QuestionGraph, adaptive_top_p, make_model, resolve_device
 from engine.scoring.train import DEFAULT_MODEL_CONFIG

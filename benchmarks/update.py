@@ -6,7 +6,8 @@
 Per KG (MetaQA's KB; the scale KG of ``--edges`` triples that ``benchmarks/scale.py`` generates, reused from its
 cache under ``$ISORAG_HOME/scale``):
 
-1. a full load into a fresh KG ``<--kg-prefix>_<name>`` (default ``sync_bench_<name>``; the BulkLoader, as ``isorag load``): ``reload_s``;
+1. a full load into a fresh KG ``<--kg-prefix>_<name>`` (default ``sync_bench_<name>``; the BulkLoader, as
+   ``isorag load``): ``reload_s``;
 2. a change set made from the file (seeded): 1% of its triples removed, as many new triples added (existing
    entities and relations, pairs not in the KG), 0.1% of its entities renamed; applied with ``apply_changes``:
    ``changeset_s``, changes per second into each store (graph: operations / the graph stage's seconds; vectors:
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
+import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA, ROOT, drop_kg, emit, parse_args, peak_rss_mb, server_rss_mb, smoke_metaqa, start_servers
 
 

@@ -61,7 +61,7 @@ def build_claims(kb: list[tuple[str, str, str]], n: int, seed: int) -> list[dict
     # embedder is uncased: a corrupted claim must be absent whatever the case, else it is true after all
     facts = {(h.lower(), r, t.lower()) for h, r, t in kb}
     tails: dict[str, list[str]] = defaultdict(list)
-    for h, r, t in kb:
+    for _, r, t in kb:
         tails[r].append(t)
     relations = sorted(tails)
 

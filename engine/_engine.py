@@ -386,7 +386,8 @@ class Engine:
 
     @property
     def scorer_features(self) -> FeatureStore:
-        """Entity / relation vectors for the scorers, cached per engine (:class:`~engine.scoring.features.FeatureStore`)."""
+        """Entity / relation vectors for the scorers, cached per engine
+        (:class:`~engine.scoring.features.FeatureStore`)."""
         with self._lock:
             return self._scorer_features()
 

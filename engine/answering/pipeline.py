@@ -32,9 +32,10 @@ names: ``pattern`` (the caller's pattern is invalid, or none can be had), ``gene
 ``llm_pattern``, ``retrieve``,
 ``scoring``, ``verify`` (the rule), ``llm_answer``, ``llm_verify``.
 
-Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's ``embed``, ``vector``, ``graph`` and its
-``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``), ``llm_answer`` / ``llm_verify``,
-and ``total``. A stage's time leaves out the time the caller of a stream holds an event.
+Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's
+``embed``, ``vector``, ``graph`` and its ``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``),
+``llm_answer`` / ``llm_verify``, and ``total``. A stage's time leaves out the time the caller of a stream holds an
+event.
 """
 
 from __future__ import annotations
@@ -426,10 +427,11 @@ class Pipeline:
         tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
         if not tries:
             return None
-        res = None
+        res, n, prob = None, 0, None
         with run.stage("retrieve"):
-            for n, (pat, prob) in enumerate(tries):
+            for i, (pat, p) in enumerate(tries):
                 res = yield Call(self._retrieve, (pat, k, match))
+                n, prob = i, p  # the pattern that answers: the first that matches, else the last
                 if res.subgraphs:
                     break
         assert pat is not None and res is not None
@@ -529,7 +531,8 @@ class Pipeline:
 
     def _pattern(self, run: Run, text: str, kind: str, claim: bool = False) -> Generator[Request, Any,
                                                                                            tuple[Pattern, str]]:
-        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per prompt)."""
+        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per
+        prompt)."""
         llm = self._llm.get()
         if llm is None:
             run.stage_name = "pattern"

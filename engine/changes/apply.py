@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Iterator, Sequence
 
 from engine._cypher import cypher, joined, render, rel_type

@@ -36,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 from engine._cypher import cypher
 from engine._errors import InputError, MalformedInputError
@@ -171,7 +171,7 @@ class _Spill:
             return
         f = self._files[p]
         if f is None:
-            f = self._files[p] = open(self.paths[p], "ab")  # noqa: SIM115 - closed in close()
+            f = self._files[p] = open(self.paths[p], "ab")  # closed in close()
         pickle.dump(self._bufs[p], f, protocol=pickle.HIGHEST_PROTOCOL)
         self._bufs[p] = []
 
@@ -437,7 +437,8 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
               spill_dir: str | Path | None = None, partition_triples: int = PARTITION_TRIPLES,
               batch_size: int | None = None, **options: Any) -> SyncReport:
     """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads; ``None`` for a
-    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
+    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count
+    the difference, write nothing. ``strict``: a malformed line
     stops the sync before anything is written (the file is read whole before the first write anyway)."""
     from loaders import detect_format, open_source
     from loaders.bulk import _count_lines

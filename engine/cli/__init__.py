@@ -53,9 +53,11 @@ from engine.cli.queries import cmd_ask, cmd_match, cmd_verify
 from engine.cli.servers import cmd_server
 from engine.cli.training import cmd_train_generator, cmd_train_scorer
 
-# the argument types by the names the parser's tests read them under
-from engine.cli.arguments import in_file as _in_file, out_file as _out_file  # noqa: I001 - kept apart: aliases
-from engine.cli.arguments import pattern_type as _pattern_type, source_type as _source
+# the path types under the names the parser's tests read them by
+from engine.cli.arguments import in_file as _in_file  # noqa: F401 - read by name, see above
+from engine.cli.arguments import out_file as _out_file  # noqa: F401 - read by name, see above
+from engine.cli.arguments import pattern_type as _pattern_type  # noqa: F401 - read by name, see above
+from engine.cli.arguments import source_type as _source  # noqa: F401 - read by name, see above
 
 __all__ = ["DEMO_DIR", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_NOT_CLEAN", "EXIT_OK", "EXIT_PIPE",
            "EPILOG", "build_parser", "cmd_apply", "cmd_ask", "cmd_check", "cmd_demo", "cmd_drop", "cmd_eval",

@@ -83,11 +83,13 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
 
 
 def _add_train_scorer(command: Callable[..., argparse.ArgumentParser]) -> None:
-    """The ``train-scorer`` command: many options, one per training setting (:class:`engine.scoring.train.TrainSettings`)."""
+    """The ``train-scorer`` command: many options, one per training setting
+    (:class:`engine.scoring.train.TrainSettings`)."""
     positive, natural = int_type(1), int_type(0)
     s = command("train-scorer", help="train a triple scorer (DDE+MLP or QR-GAT) from question-answer pairs")
     s.add_argument("--qa", nargs="+", type=in_file, required=True,
-                   help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines {question, topics, answers, triples?}")
+                   help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines "
+                        "{question, topics, answers, triples?}")
     s.add_argument("--model", choices=["dde_mlp", "qrgat"], default="dde_mlp")
     s.add_argument("--relation-paths", nargs="+", type=in_file, metavar="FILE",
                    help="per --qa file, its questions' relation paths, one line each (relation names separated "

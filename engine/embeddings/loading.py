@@ -36,7 +36,7 @@ def _cuda_available() -> bool:
         import torch
 
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a torch that cannot load CUDA means: no CUDA
         return False
 
 
@@ -63,7 +63,7 @@ def _load_torch(src: _Source, device: str, threads: int | None) -> TorchEmbedder
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             st = SentenceTransformer(str(src.path) if src.path is not None else src.name, device=device)
-    except Exception as e:  # noqa: BLE001 - unknown name, no network, bad directory, bad device...
+    except Exception as e:  # unknown name, no network, bad directory, bad device...
         raise ConfigError(f"cannot load embedding model {src.name!r}: {type(e).__name__}: {e}") from e
     st.eval()
     return TorchEmbedder(st, name=src.name, slug=src.slug, device=device, threads=threads)
@@ -71,7 +71,7 @@ def _load_torch(src: _Source, device: str, threads: int | None) -> TorchEmbedder
 
 def _load_onnx(src: _Source, backend: str, threads: int | None) -> OnnxEmbedder:
     try:
-        import onnxruntime  # noqa: F401
+        import onnxruntime  # noqa: F401 - only whether it is installed
     except ImportError as e:
         raise ConfigError(f"backend {backend!r} needs the onnxruntime package (pip install onnxruntime)") from e
     slug = src.slug if backend == "onnx" else f"{src.slug}_onnx_q8"
@@ -81,7 +81,7 @@ def _load_onnx(src: _Source, backend: str, threads: int | None) -> OnnxEmbedder:
         raise ConfigError(f"embedding model {src.name!r} cannot run on backend {backend!r}: {e}") from e
     except ConfigError:
         raise
-    except Exception as e:  # noqa: BLE001 - export/quantization failures name the model and backend
+    except Exception as e:  # export/quantization failures name the model and backend
         raise ConfigError(f"building the {backend} model of {src.name!r} failed: {type(e).__name__}: {e}") from e
     return OnnxEmbedder(build, name=src.name, slug=slug, backend=backend, threads=threads or _default_threads())
 

@@ -295,7 +295,8 @@ def _st_reference(src_dir: Path) -> np.ndarray:
         from sentence_transformers import SentenceTransformer
 
         st = SentenceTransformer(str(src_dir), device="cpu")
-        _REF_CACHE[key] = np.asarray(st.encode(_PROBE_TEXTS, batch_size=8, normalize_embeddings=True, show_progress_bar=False), np.float32)
+        _REF_CACHE[key] = np.asarray(st.encode(_PROBE_TEXTS, batch_size=8, normalize_embeddings=True,
+                                               show_progress_bar=False), np.float32)
     return _REF_CACHE[key]
 
 

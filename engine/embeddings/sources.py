@@ -29,7 +29,7 @@ class _Source:
             from huggingface_hub import snapshot_download
 
             self.path = Path(snapshot_download(repo_id=self.name))
-        except Exception as e:  # noqa: BLE001 - any hub/cache failure means: this model cannot be had
+        except Exception as e:  # any hub/cache failure means: this model cannot be had
             raise ConfigError(f"cannot load embedding model {self.name!r}: {type(e).__name__}: {e}") from e
         return self.path
 

@@ -2,7 +2,8 @@
 
 Inputs: a ``isorag synth`` JSON Lines file (gold pattern, answers, ground-truth triples, claims), MetaQA
 ``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; gold patterns from the sibling ``qa_*_qtype.txt`` through
-the question types file beside it, ``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion (``question<TAB>answer(alias/...)
+the question types file beside it, ``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion
+(``question<TAB>answer(alias/...)
 <TAB>e#r#e#...#<end>#answer``; the gold pattern is the path).
 
 Metrics per item, averaged overall and per shape and per number of hops:

@@ -119,7 +119,8 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
     return path
 
 
-def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None) -> GeneratorCheckpoint:
+def load_generator(path: str | Path, *, kg: str | None = None,
+                   embedding_slug: str | None = None) -> GeneratorCheckpoint:
     """A generator file, checked against the KG and embedding model it is used with (a mismatch, or a file that
     is no generator, is a CheckpointError)."""
     import torch
@@ -129,11 +130,11 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
         raise CheckpointError(f"no generator file at {p}: train one with `isorag train-generator`")
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is the same error for the user
+    except Exception as e:  # any unreadable file is the same error for the user
         raise CheckpointError(f"{p}: not a generator file ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"{p}: not a generator file (format {data.get('format') if isinstance(data, dict) else None!r}, "
-                              f"expected {FORMAT!r})")
+        found = data.get("format") if isinstance(data, dict) else None
+        raise CheckpointError(f"{p}: not a generator file (format {found!r}, expected {FORMAT!r})")
     if kg is not None and data["kg"] != kg:
         raise CheckpointError(f"{p}: a generator of KG {data['kg']!r}, not of {kg!r}: train one on this KG "
                               f"(isorag train-generator --kg {kg})")

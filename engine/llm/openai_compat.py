@@ -152,7 +152,7 @@ class OpenAILLM(LLM):
         while True:
             try:
                 return fn()
-            except Exception as e:  # not only OpenAIError: a garbled body raises ValueError
+            except Exception as e:  # noqa: BLE001 - not only OpenAIError: a garbled body raises ValueError
                 delay = self._retry_delay(e, attempt)
             time.sleep(delay)
             attempt += 1
@@ -162,7 +162,7 @@ class OpenAILLM(LLM):
         while True:
             try:
                 return await fn()
-            except Exception as e:  # not only OpenAIError: a garbled body raises ValueError
+            except Exception as e:  # noqa: BLE001 - not only OpenAIError: a garbled body raises ValueError
                 delay = self._retry_delay(e, attempt)
             await asyncio.sleep(delay)
             attempt += 1

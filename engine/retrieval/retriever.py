@@ -196,7 +196,8 @@ class Retriever:
         timings["graph"] = time.perf_counter() - t2
         relations = {}
         for e in pattern.edges:
-            relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
+            relations[e.index] = (rel_hits.get(e.relation, {}) if e.relation is not None
+                                  else {t: 0.0 for t in type_names})
         return Candidates(nodes, relations, type_names, cut)
 
     def retrieve(self, pattern: PatternLike, *, k: int | None = None,
@@ -231,7 +232,8 @@ class Retriever:
                       | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
                       | {eid for near in nearest.values() for eid, _ in near})
         rows = self.graph.entities(eids) if eids else {}
-        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
+        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
+               for eid, r in rows.items()}
         for eid in eids:
             ent.setdefault(eid, Entity(eid, str(eid), ""))
         subgraphs = []

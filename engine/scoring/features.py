@@ -28,7 +28,8 @@ DEFAULT_CACHE_ENTITIES = 200_000
 
 
 class FeatureStore:
-    """Entity / relation vectors of one KG under one embedding model, from a :class:`~engine.stores.vectors.VectorStore`.
+    """Entity / relation vectors of one KG under one embedding model, from a
+    :class:`~engine.stores.vectors.VectorStore`.
 
     ``capacity`` entity vectors are cached (least recently used evicted). Thread-safe.
     """

@@ -158,8 +158,9 @@ def fetch_neighbourhood(
     *,
     nameless_pattern: str = NAMELESS_PATTERN,
 ) -> Neighbourhood:
-    """The ``hops``-hop neighbourhood of the ``anchors`` (eids) in ``graph`` (a :class:`~engine.stores.graph.GraphStore`),
-    at most ``max_edges`` triples (see the module docstring for what is pruned past the cap).
+    """The ``hops``-hop neighbourhood of the ``anchors`` (eids) in ``graph`` (a
+    :class:`~engine.stores.graph.GraphStore`), at most ``max_edges`` triples (see the module docstring for what is
+    pruned past the cap).
 
     Anchors not in the KG are ignored; none left gives an empty neighbourhood. Queries: one for the anchors,
     one per hop (plus one per entity expanded in part, which happens only when an entity alone has more

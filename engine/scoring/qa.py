@@ -36,7 +36,8 @@ class QARecord:
     hops: int | None = None
     source: str = ""
     #: relation names (or types) from the topic to the answers, when known (MetaQA's question types name it):
-    #: the training labels are then the triples on walks that follow it (:func:`~engine.scoring.labels.relation_path_labels`)
+    #: the training labels are then the triples on walks that follow it
+    #: (:func:`~engine.scoring.labels.relation_path_labels`)
     relation_path: list[str] | None = None
 
 

@@ -249,7 +249,7 @@ def _auth_failed(exc: BaseException) -> bool:
         code = getattr(exc, "code", None)
         try:
             code = code() if callable(code) else code
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a status code that cannot be read is no known code
             code = None
         if getattr(code, "name", None) == "UNAUTHENTICATED" or code == 1800:  # 1800: Milvus' auth error code
             return True
@@ -302,7 +302,7 @@ def _probe_once(uri: str, token: str, timeout: float) -> str:
     finally:
         try:
             connections.remove_connection(alias)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
             pass
 
 
@@ -339,7 +339,7 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
     finally:
         try:
             connections.remove_connection(alias)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
             pass
     return True
 
@@ -636,7 +636,7 @@ class LocalMilvus:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=1) as resp:
                 return b"OK" in resp.read()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - any failure of the health check means not healthy (yet)
             return False
 
     def _wait_ready(self, pid: int, port: int, metrics_port: int | None, deadline: float) -> None:
@@ -708,7 +708,7 @@ class LocalMilvus:
         finally:
             try:
                 connections.remove_connection(alias)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
                 pass
 
     # start -----------------------------------------------------------------

@@ -658,7 +658,8 @@ def test_walk_answer_loss_hand_computed():
     end = torch.tensor([0.9, 0.5, 0.2, 0.9, 0.1, 0.8, 0.05, 0.3])
     labels = torch.tensor([0, 0, 0, 0, 0, 1, 0, 0.0])
     b = batch_graphs([dataclasses.replace(g, node_labels=labels)])
-    bce = lambda p, y: -(y * math.log(p) + (1 - y) * math.log(1 - p))  # noqa: E731
+    def bce(p: float, y: float) -> float:
+        return -(y * math.log(p) + (1 - y) * math.log(1 - p))
     pos = bce(0.8, 1)
     negs = sorted((bce(p, 0) for i, p in enumerate(end.tolist()) if i not in (0, 5)), reverse=True)  # topic left out
     # one answer: the hardest max(hard_min, 2 * 1) non-answers; with hard_min=3 the three highest ends
@@ -667,7 +668,8 @@ def test_walk_answer_loss_hand_computed():
     # a question without an answer in its neighbourhood adds nothing; none at all gives 0
     none = batch_graphs([dataclasses.replace(g, node_labels=torch.zeros(8))])
     assert float(walk_answer_loss(end, none)) == 0.0
-    both = batch_graphs([dataclasses.replace(g, node_labels=labels), dataclasses.replace(g, node_labels=torch.zeros(8))])
+    both = batch_graphs([dataclasses.replace(g, node_labels=labels),
+                         dataclasses.replace(g, node_labels=torch.zeros(8))])
     assert math.isclose(float(walk_answer_loss(torch.cat([end, end]), both, hard_min=3)), want, rel_tol=1e-5)
 
 
@@ -751,7 +753,7 @@ def test_shortest_path_labels_match_brute_force_on_random_graphs(chunk_elements,
             adj[u].add(v)
             adj[v].add(u)
 
-        def bfs(s):
+        def bfs(s, adj=adj):
             dist, queue = {s: 0}, collections.deque([s])
             while queue:
                 x = queue.popleft()

@@ -100,7 +100,8 @@ class DDE(nn.Module):
         return (2 * (self.rounds + self.reverse_rounds) + (2 if self.include_initial else 0)
                 + 2 * len(self.mixed_sequences()))
 
-    def forward(self, num_nodes: int, edge_index: torch.Tensor, topic: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def forward(self, num_nodes: int, edge_index: torch.Tensor, topic: torch.Tensor,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
         device = edge_index.device
         if topic.dtype == torch.bool:
             is_topic = topic
@@ -156,7 +157,8 @@ class QueryGatedDDE(nn.Module):
     of length 1 to ``rounds`` is kept (``f, r, ff, fr, rf, rr`` for 2), log-scaled (:func:`log_scale`).
     Gates start near 0.9 (``b_l = 2``), i.e. close to the ungated DDE.
 
-    Shapes: a :class:`~engine.scoring.question_graph.BatchedGraphs` -> ``[N, out_dim]``, ``out_dim = 2 + 4 + ... + 2^rounds``.
+    Shapes: a :class:`~engine.scoring.question_graph.BatchedGraphs` -> ``[N, out_dim]``,
+    ``out_dim = 2 + 4 + ... + 2^rounds``.
     """
 
     def __init__(self, emb_dim: int, rounds: int = 2, gate_dim: int = 32) -> None:
