@@ -35,9 +35,7 @@ def _hits(names: list[str], gold: set[str]) -> tuple[bool, bool]:
 
 def forget(eng: Any, text: str) -> None:
     """Drop one text from the retriever's embedding cache (benchmark only: a topic seen for the first time)."""
-    retriever = eng.retriever
-    with retriever._text_lock:
-        retriever._text_cache.pop(text, None)
+    eng.retriever.forget_text(text)
 
 
 def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]], *, name: str, k: int,

@@ -456,8 +456,8 @@ def answer_sig(res: Any) -> tuple:
 
 
 def make_engine(priv: Private, kg: str, embedder: Any = None) -> Any:
-    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
     # embedder: one model shared by the engines of this process
     return Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=priv.neo_uri), milvus=MilvusSettings(uri=priv.mil_uri)),
@@ -502,7 +502,7 @@ def empty_snapshot() -> dict[str, Any]:
 
 
 def snapshot_or_empty(eng: Any) -> dict[str, Any]:
-    from engine._errors import KGNotFoundError
+    from engine import KGNotFoundError
 
     try:
         return snapshot(eng)
@@ -600,7 +600,7 @@ class Loader:
 
 def lease_holder(graph: Any) -> dict[str, Any] | None | str:
     """The KG's lease holder, None when free, "unknown" when Neo4j does not answer."""
-    from engine._errors import IsoragError
+    from engine import IsoragError
 
     try:
         return graph.lock_holder()
@@ -646,7 +646,7 @@ class QueryLoad:
             t.start()
 
     def _run(self, tid: int) -> None:
-        from engine._errors import IsoragError
+        from engine import IsoragError
 
         i = tid
         while not self.stop_ev.is_set():
@@ -704,7 +704,7 @@ class QueryLoad:
 
 def probe_recovery(eng: Any, expected: tuple, tally: Tally, timeout: float) -> tuple[float | None, dict[str, int]]:
     """Retrieve PATTERNS[0] through ``eng`` until the answer is the expected one: seconds taken, or None."""
-    from engine._errors import IsoragError
+    from engine import IsoragError
 
     t0 = time.monotonic()
     errs: collections.Counter[str] = collections.Counter()
@@ -750,7 +750,7 @@ class Campaign:
         return ld
 
     def graph(self, kg: str) -> Any:
-        from engine._config import Neo4jSettings
+        from engine import Neo4jSettings
         from engine.stores.graph import GraphStore
 
         return GraphStore(Neo4jSettings(uri=self.priv.neo_uri), kg)
@@ -988,7 +988,7 @@ class Campaign:
 
     # 6 ---------------------------------------------------------------------------------------------------
     def throughput(self) -> None:
-        from engine._errors import IsoragError
+        from engine import IsoragError
 
         threads, per = self.args.threads, self.args.per_thread
         log(f"part 6: {threads} threads x {per} retrievals on 'ref' through one Engine")
@@ -1134,7 +1134,7 @@ class Campaign:
 
     def drop(self, kg: str) -> str | None:
         """Drop a private KG (checked, or at the end); what happened, None if it was not there."""
-        from engine._errors import IsoragError, KGNotFoundError
+        from engine import IsoragError, KGNotFoundError
 
         eng = self.engine(kg)
         try:
@@ -1276,7 +1276,7 @@ def main() -> int:
         error = str(e)
         log(f"campaign stopped: {e}")
     except Exception as e:  # noqa: BLE001 - an engine exception that is not an IsoragError is a finding
-        from engine._errors import IsoragError
+        from engine import IsoragError
 
         error = f"{type(e).__name__}: {one_line(e, 600)}"
         if isinstance(e, IsoragError):

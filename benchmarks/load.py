@@ -27,17 +27,17 @@ from _common import DATA, drop_kg, emit, parse_args, peak_rss_mb, server_rss_mb,
 
 def graph_only_run(args: argparse.Namespace, neo: str) -> dict[str, Any]:
     """The graph stage alone (parse + Neo4j writes, no embedding) into KG <kg>_graph, dropped after."""
-    from engine._config import Neo4jSettings
+    from engine import Neo4jSettings
     from engine.stores.graph import GraphStore
     from loaders import detect_format, open_source
-    from loaders.bulk import BulkLoader, LoadSummary, _Skips
+    from loaders.bulk import BulkLoader, LoadSummary, skip_log
 
     g = GraphStore(Neo4jSettings.from_env(uri=neo), args.kg + "_graph")
     g.drop()
     g.ensure_schema()
     loader = BulkLoader(g, None, None, batch_size=args.batch_size, progress=False)
     summary = LoadSummary(path=args.kb, kg=g.kg)
-    records = open_source(args.kb, args.format or detect_format(args.kb), on_skip=_Skips(summary))
+    records = open_source(args.kb, args.format or detect_format(args.kb), on_skip=skip_log(summary))
     if args.limit:
         records = itertools.islice(records, args.limit)
     t0 = time.perf_counter()
@@ -99,10 +99,10 @@ def main() -> None:
                            "graph_only": True, "recall": 20, "quiet": True})
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MilvusSettings, Neo4jSettings
+    from engine import Engine
     from loaders import detect_format, open_source
-    from loaders.bulk import BulkLoader, LoadSummary, _Skips
+    from loaders.bulk import BulkLoader, LoadSummary, skip_log
 
     graph_only = graph_only_run(args, neo) if args.graph_only else {}
     eng = Engine(EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil)))
@@ -114,7 +114,7 @@ def main() -> None:
     loader = BulkLoader(eng.graph, eng.vectors, emb, batch_size=args.batch_size, progress=not args.quiet)
     summary = LoadSummary(path=args.kb, kg=args.kg)
     fmt = args.format or detect_format(args.kb)
-    records = open_source(args.kb, fmt, on_skip=_Skips(summary))
+    records = open_source(args.kb, fmt, on_skip=skip_log(summary))
     if args.limit:
         records = itertools.islice(records, args.limit)
     t0 = time.perf_counter()

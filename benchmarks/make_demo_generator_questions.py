@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 
 from pathlib import Path
 
 import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA, DEMO, emit, parse_args, smoke_dir, smoke_metaqa
 from engine.datasets.metaqa import follow_path, gold_pattern
+from engine.datasets.metaqa import read_questions as read_metaqa
 
 
 def main() -> None:
@@ -45,20 +45,17 @@ def main() -> None:
     out: list[dict[str, object]] = []
     eligible_by_hop = {}
     for hop in (1, 2, 3):
-        qa = (args.data / f"{hop}-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()
-        qt = (args.data / f"{hop}-hop" / "qa_dev_qtype.txt").read_text(encoding="utf-8").splitlines()
+        folder = args.data / f"{hop}-hop"
         eligible = []
-        for n, (line, qtype) in enumerate(zip(qa, qt), start=1):
-            source = f"{hop}-hop/qa_dev.txt:{n}"
-            q, ans = line.split("\t")
-            m = re.search(r"\[([^\]]+)\]", q)
-            if not m or m.group(1) not in names or source in taken:
+        for q in read_metaqa(folder / "qa_dev.txt", qtypes=folder / "qa_dev_qtype.txt", hops=hop):
+            source = f"{hop}-hop/qa_dev.txt:{q['line']}"
+            if q["topic"] not in names or source in taken:
                 continue
-            reached = follow_path(lambda e, r: adj.get((e, r), ()), m.group(1), qtype.strip())
-            good = sorted(set(reached) & set(ans.split("|")))
+            reached = follow_path(lambda e, r: adj.get((e, r), ()), q["topic"], q["qtype"])
+            good = sorted(set(reached) & set(q["answers"]))
             if good:
-                eligible.append({"question": q, "topic": m.group(1), "hops": hop, "qtype": qtype.strip(),
-                                 "answers": good[:10], "pattern": gold_pattern(qtype.strip(), m.group(1)),
+                eligible.append({"question": q["question"], "topic": q["topic"], "hops": hop, "qtype": q["qtype"],
+                                 "answers": good[:10], "pattern": gold_pattern(q["qtype"], q["topic"]),
                                  "source": source})
         rng.shuffle(eligible)
         out += sorted(eligible[:args.per_hop], key=lambda x: x["source"])

@@ -27,7 +27,6 @@ import argparse
 import collections
 import json
 import random
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,10 @@ sys.path.insert(0, str(HERE))
 
 from _common import DATA, ROOT, emit, parse_args, smoke_dir, smoke_metaqa
 from engine.datasets.metaqa import MOVIE, follow_path, gold_pattern, hops, parse_qtype
+from engine.datasets.metaqa import read_questions as read_metaqa
 from loaders import open_source
 
 PEOPLE = ("directed_by", "written_by", "starred_actors")
-TOPIC_RE = re.compile(r"\[([^\]]+)\]")
 
 
 class KB:
@@ -76,19 +75,12 @@ class KB:
 
 
 def read_questions(data: Path, hop: int, split: str = "dev") -> list[dict[str, Any]]:
-    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
-    if len(qa) != len(qt):
-        raise SystemExit(f"{hop}-hop: {len(qa)} questions but {len(qt)} qtypes")
-    out = []
-    for n, (line, qtype) in enumerate(zip(qa, qt), 1):
-        question, answers = line.split("\t")
-        m = TOPIC_RE.search(question)
-        if not m:
-            continue
-        out.append({"question": question, "topic": m.group(1), "hops": hop, "qtype": qtype.strip(),
-                    "gold": sorted(set(answers.split("|"))), "source": f"{hop}-hop/qa_{split}.txt:{n}"})
-    return out
+    folder = data / f"{hop}-hop"
+    qs = read_metaqa(folder / f"qa_{split}.txt", qtypes=folder / f"qa_{split}_qtype.txt", hops=hop)
+    if any(q["qtype"] is None for q in qs):
+        raise SystemExit(f"{hop}-hop: fewer qtypes than questions")
+    return [{"question": q["question"], "topic": q["topic"], "hops": hop, "qtype": q["qtype"],
+             "gold": sorted(set(q["answers"])), "source": f"{hop}-hop/qa_{split}.txt:{q['line']}"} for q in qs]
 
 
 def walk_movies(kb: KB, q: dict[str, Any]) -> tuple[set[str], set[str]]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -37,18 +36,10 @@ DATA = _DATA / "metaqa"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
-    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
-    out = []
-    for line, qtype in zip(qa, qt):
-        q, ans = line.split("\t")
-        m = re.search(r"\[([^\]]+)\]", q)
-        if not m:
-            continue
-        out.append({"question": q, "topic": m.group(1), "answers": ans.split("|"), "qtype": qtype.strip(), "hops": hop})
-        if limit and len(out) >= limit:
-            break
-    return out
+    from engine.datasets.metaqa import read_questions as read_metaqa
+
+    folder = data / f"{hop}-hop"
+    return read_metaqa(folder / f"qa_{split}.txt", qtypes=folder / f"qa_{split}_qtype.txt", limit=limit, hops=hop)
 
 
 def norm(s: str) -> str:
@@ -116,8 +107,8 @@ def main() -> None:
     from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
     cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k,

@@ -26,26 +26,17 @@ DATA = _DATA / "pathquestion"
 
 
 def read_pq(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    from engine.datasets.questions import pathquestion_path, question_rows
     from engine.retrieval.pattern import Pattern
 
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.split("\t")
-        if len(parts) != 3:
-            continue
-        question, answer, walk = parts
-        steps = walk.split("#")
-        end = steps.index("<end>") if "<end>" in steps else len(steps)
-        steps = steps[:end]
-        topic, relations = steps[0], steps[1::2]
-        main, _, alts = answer.partition("(")
-        answers = [main.strip()] + [a for a in alts.rstrip(")").split("/") if a]
+    for _, row in question_rows(path, fmt="pathquestion", limit=limit):
+        question, answers, walk = row[0], row[1], row[2]  # type: ignore[misc]  # a PathQuestion row has three
+        topic, relations, _ = pathquestion_path(walk)
         nodes = [topic] + [f"UNKNOWN {i}" for i in range(1, len(relations) + 1)]
         gold = Pattern.from_triples([(a, r, b) for a, r, b in zip(nodes, relations, nodes[1:])])
         out.append({"question": question, "text": question, "topic": topic, "answers": answers, "gold": gold,
                     "hop": f"{len(relations)}H"})
-        if limit and len(out) >= limit:
-            break
     return out
 
 
@@ -65,8 +56,8 @@ def main() -> None:
     from _learned import print_summary, run_learned, split
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
     merged: dict[str, Any] = {}
     for hop in [h.strip() for h in args.hops.split(",")]:

@@ -181,9 +181,9 @@ class _TimedGraph:
 
 def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: bool,
              previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
-    from engine._errors import IsoragError
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
+    from engine import IsoragError
     from engine.retrieval.matcher import Matcher
     from engine.retrieval.oracle import oracle_matches
     from engine.evaluation.synth import SynthSettings, Synthesizer

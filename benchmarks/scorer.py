@@ -234,7 +234,7 @@ def main() -> None:
 
     import json
 
-    from engine._errors import IsoragError
+    from engine import IsoragError
     from _metaqa_split import split_files
 
     try:

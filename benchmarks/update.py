@@ -45,7 +45,7 @@ from _common import DATA, ROOT, drop_kg, emit, parse_args, peak_rss_mb, server_r
 def read_triples(path: Path) -> list[tuple[str, str, str]]:
     """The file's distinct triples, in file order (the benchmark's own bookkeeping, not the code measured)."""
     from loaders import open_source
-    from loaders._model import TripleRecord
+    from loaders import TripleRecord
 
     seen: dict[tuple[str, str, str], None] = {}
     for rec in open_source(path):
@@ -107,8 +107,8 @@ def run_cli(argv: list[str]) -> tuple[dict[str, Any], float, float]:
 
 
 def bench(name: str, path: Path, args: argparse.Namespace, neo: str, mil: str, work: Path) -> dict[str, Any]:
-    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MilvusSettings, Neo4jSettings
+    from engine import Engine
     from engine.changes.apply import apply_changes
     from engine.changes.ops import read_changes
     from loaders.bulk import default_name

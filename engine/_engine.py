@@ -217,7 +217,7 @@ class Engine:
             source, ops = "", changes  # type: ignore[assignment]
         report = apply_changes(self.graph, self.vectors, self.embedder, ops, strict=strict, progress=progress,
                                batch_size=batch_size or BATCH_SIZE, source=source)
-        report.add_skipped(unread.errors, unread.count)
+        report.add_skips(unread)
         self.invalidate()
         return report
 

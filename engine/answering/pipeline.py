@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 from engine._config import MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
+from engine._timing import ms
 from engine.answering.results import (
     NOT_ENOUGH_INFO,
     REFUTED,
@@ -130,10 +131,6 @@ Steps = Generator[Request, Any, Result]
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
-
-
 def _triples(subgraphs: Sequence[Subgraph]) -> list[list[tuple[str, str, str]]]:
     return [[t.as_tuple() for t in sg.triples] for sg in subgraphs]
 
@@ -167,7 +164,7 @@ class Run:
         try:
             yield
         finally:
-            self.result.timings[name] = _ms(self.clock() - t0)
+            self.result.timings[name] = ms(self.clock() - t0)
         self.stage_name = None
 
     def fail(self, exc: IsoragError) -> None:
@@ -184,7 +181,7 @@ class Run:
             raise exc
 
     def finish(self) -> Answer | Verdict:
-        self.result.timings["total"] = _ms(time.perf_counter() - self.started)
+        self.result.timings["total"] = ms(time.perf_counter() - self.started)
         usage = self.usage.snapshot()
         usage["seconds"] = round(usage["seconds"], 4)
         self.result.usage = usage
@@ -223,15 +220,15 @@ class Run:
             r.gsd = r.subgraphs[0].gsd
         t0 = time.perf_counter()
         r.evidence = verbalize_subgraphs(_triples(r.subgraphs))
-        r.timings["verbalize"] = _ms(time.perf_counter() - t0)
+        r.timings["verbalize"] = ms(time.perf_counter() - t0)
 
     def add_scored(self, sr: ScoringResult) -> bool:
         """Add the scorer's selected triples, with their confidences, to the evidence. True when there are any."""
         r = self.result
         assert isinstance(r, Answer)
         r.scored = sr
-        for name, ms in sr.timings.items():
-            r.timings[f"scoring_{name}"] = ms
+        for name, took in sr.timings.items():
+            r.timings[f"scoring_{name}"] = took
         r.warnings.extend(sr.warnings)
         if sr.triples:
             scored = SCORED_HEADER + "\n" + sr.evidence()

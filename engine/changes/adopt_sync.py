@@ -92,9 +92,9 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     if report.changes:
         report.version = _bump(graph, report)
     else:
-        from engine.changes.sync import _current_version
+        from engine.changes.sync import current_version
 
-        report.version = _current_version(graph)
+        report.version = current_version(graph)
     report.applied = applied
     report.apply_s = time.perf_counter() - t1
     report.wall_s = time.perf_counter() - t0

@@ -52,10 +52,10 @@ def _check_source_args(args: argparse.Namespace, command: str) -> None:
     if not args.path and not (args.nodes and args.edges):
         raise ConfigError(f"{command} needs a PATH (or --nodes and --edges, or --from-neo4j)")
     from loaders import open_source
-    from loaders.bulk import LoadSummary, _Skips, peek_records
+    from loaders.bulk import LoadSummary, peek_records, skip_log
 
     summary = LoadSummary(path=str(args.path or args.nodes))
-    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=_Skips(summary),
+    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=skip_log(summary),
                              **_loader_options(args)), summary)
 
 
@@ -143,15 +143,15 @@ def _check_apply_args(args: argparse.Namespace) -> None:
     server starts (as load does); then which arguments go together."""
     from engine.changes.ops import read_changes
     from loaders import open_source
-    from loaders.bulk import LoadSummary, _Skips, peek_records
+    from loaders.bulk import LoadSummary, peek_records, skip_log
 
     for path in (args.remove, args.add):
         if path is not None:
             summary = LoadSummary(path=str(path))
-            peek_records(open_source(path, args.format, strict=args.strict, on_skip=_Skips(summary)), summary)
+            peek_records(open_source(path, args.format, strict=args.strict, on_skip=skip_log(summary)), summary)
     if args.changes is not None:
         summary = LoadSummary(path=str(args.changes))
-        peek_records(read_changes(args.changes, strict=args.strict, on_skip=_Skips(summary)), summary)
+        peek_records(read_changes(args.changes, strict=args.strict, on_skip=skip_log(summary)), summary)
     if (args.changes is None) == (args.add is None and args.remove is None):
         raise ConfigError("apply needs a CHANGES file (JSON Lines) or --add/--remove triple files, not both")
     if args.format and args.changes:

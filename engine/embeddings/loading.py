@@ -18,8 +18,8 @@ from typing import Any
 
 from engine._errors import ConfigError
 from engine.embeddings.embedders import Embedder, OnnxEmbedder, TorchEmbedder
-from engine.embeddings.onnx_build import _ensure_build, _Unsupported
-from engine.embeddings.sources import BUNDLED_MODEL, _resolve_source, _Source
+from engine.embeddings.onnx_build import ensure_build, UnsupportedModel
+from engine.embeddings.sources import BUNDLED_MODEL, resolve_source, ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def _default_threads() -> int:
     return max(1, min(cpus, 4))
 
 
-def _load_torch(src: _Source, device: str, threads: int | None) -> TorchEmbedder:
+def _load_torch(src: ModelSource, device: str, threads: int | None) -> TorchEmbedder:
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -69,15 +69,15 @@ def _load_torch(src: _Source, device: str, threads: int | None) -> TorchEmbedder
     return TorchEmbedder(st, name=src.name, slug=src.slug, device=device, threads=threads)
 
 
-def _load_onnx(src: _Source, backend: str, threads: int | None) -> OnnxEmbedder:
+def _load_onnx(src: ModelSource, backend: str, threads: int | None) -> OnnxEmbedder:
     try:
         import onnxruntime  # noqa: F401 - only whether it is installed
     except ImportError as e:
         raise ConfigError(f"backend {backend!r} needs the onnxruntime package (pip install onnxruntime)") from e
     slug = src.slug if backend == "onnx" else f"{src.slug}_onnx_q8"
     try:
-        build = _ensure_build(src, backend, slug)
-    except _Unsupported as e:
+        build = ensure_build(src, backend, slug)
+    except UnsupportedModel as e:
         raise ConfigError(f"embedding model {src.name!r} cannot run on backend {backend!r}: {e}") from e
     except ConfigError:
         raise
@@ -115,7 +115,7 @@ def load_embedder(
             raise ConfigError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive integer or None, got {threads!r}")
-        src = _resolve_source(model)
+        src = resolve_source(model)
         if backend.startswith("onnx") and device not in ("auto", "cpu"):
             raise ConfigError(f"backend {backend!r} runs on the CPU only, not on {device!r}")
 

@@ -13,6 +13,7 @@ from engine._errors import PatternError
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
+from engine._timing import ms
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -67,6 +68,12 @@ class Retriever:
         refresh = getattr(self.graph, "invalidate", None)
         if refresh is not None:
             refresh()
+
+    def forget_text(self, text: str) -> None:
+        """Drop one text's cached embedding, so that the next retrieval embeds it again (as for a text never seen:
+        what a measurement of a first question needs)."""
+        with self._text_lock:
+            self._text_cache.pop(text, None)
 
     def check_version(self) -> int | None:
         """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
@@ -217,7 +224,7 @@ class Retriever:
         result.kg_version = version
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
-        result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds
+        result.timings = {k2: ms(v) for k2, v in timings.items()}
         return result
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,

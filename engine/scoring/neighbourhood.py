@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from engine._cypher import render, rel_types
+from engine._timing import ms_since
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
@@ -177,7 +178,7 @@ def fetch_neighbourhood(
     code = {t: i for i, t in enumerate(types)}
     wanted = list(dict.fromkeys(int(a) for a in anchors))
     if not wanted or not types:
-        report.ms = (time.perf_counter() - t_start) * 1000.0
+        report.ms = ms_since(t_start)
         return _empty(graph.kg, types, report)
     alternation = rel_types(types, set(types))
     hop_query = render("neighbourhood_hop", rel_types=alternation)
@@ -188,7 +189,7 @@ def fetch_neighbourhood(
     found = {int(r["eid"]): r for r in rows}
     start = [a for a in wanted if a in found]
     if not start:
-        report.ms = (time.perf_counter() - t_start) * 1000.0
+        report.ms = ms_since(t_start)
         return _empty(graph.kg, types, report)
 
     index: dict[int, int] = {}
@@ -289,7 +290,7 @@ def fetch_neighbourhood(
 
     report.edges = len(heads)
     report.nodes = len(node_eids)
-    report.ms = round((time.perf_counter() - t_start) * 1000.0, 3)
+    report.ms = ms_since(t_start)
     return Neighbourhood(
         kg=graph.kg,
         nodes=np.asarray(node_eids, dtype=np.int64),
