@@ -3,7 +3,7 @@
 The online loader (:mod:`loaders.bulk`) writes batches through Bolt into a running server; it can add to any
 KG, on any server. This one is for the first load of a big KG into a local Neo4j that isorag manages and that
 holds nothing yet (``isorag load PATH --kg NAME --offline-import``; the instance is chosen by
-``ISORAG_NEO4J_HOME`` / ``ISORAG_NEO4J_PORT``). It writes the same data model (DESIGN §2) far faster:
+``ISORAG_NEO4J_HOME`` / ``ISORAG_NEO4J_PORT``). It writes the same data model (docs/architecture.md) far faster:
 
 1. **parse**: the source is streamed once into CSV files under ``<neo4j home>/import/<kg>/``: entities
    (isorag_eid, isorag_kg, isorag_key, isorag_name, isorag_types, isorag_name_key), the triples as typed

@@ -1,4 +1,4 @@
-"""The stages of answering and verification, written once (SimGRAG's three steps, paper 002, DIGEST §3.1, §6.2).
+"""The stages of answering and verification, written once (SimGRAG's three steps: pattern, subgraphs, answer).
 
 ``ask``:    question --LLM (few-shot)--> pattern --retrieve--> top-k subgraphs --score--> scored triples
             --verbalize--> LLM --> :class:`~engine.answering.results.Answer`
@@ -19,8 +19,8 @@ answered without any LLM call (``answer_source="learned"``). Every step but the 
 * an answer is then the entities bound to the pattern's unknown target in the best subgraphs;
 * a verdict follows the rule of :mod:`engine.answering.verification` (``method="rule"``).
 
-With a triple scorer (DESIGN §5) the scored triples of the matched subgraphs' neighbourhood join the evidence;
-when no pattern matches (or none can be had and there is no LLM) the scorer retrieves from the entities linked
+With a triple scorer (docs/triple-scorer.md) the scored triples of the matched subgraphs' neighbourhood join the
+evidence; when no pattern matches (or none can be had and there is no LLM) the scorer retrieves from the entities linked
 from the question, and without an LLM the answer is extracted from its triples (``answer_source="scorer"``).
 
 Stage failures: with ``raise_errors=True`` (the default) a failing stage raises its typed error

@@ -2,7 +2,7 @@
 
 The user's graph changes after the adoption: nodes are added to the label, renamed, re-keyed, removed from the
 label or deleted, relationships come and go. A re-sync (``isorag sync --from-neo4j``, :meth:`Engine.resync_existing`)
-picks all of it up and writes only what isorag owns (DESIGN §11):
+picks all of it up and writes only what isorag owns (docs/security.md):
 
 * nodes that left the label, lost their key or whose key changed (a changed key is another entity) are given back
   (``cypher/adopt_sync_release.cypher``: isorag's label, ``isorag_*`` properties, its type links and the

@@ -18,7 +18,7 @@ and the eid space ``[0, 2**63)`` is cut into ``P`` equal ranges, so that each ra
 What the KG is made equal to is what a fresh load of the file gives: its triples, its entities (the keys its
 triples and entity records name), each entity's name (the last name an entity record gives, else the key's default
 name, as the loader names it) and its types (united from its entity records, in order). A user's own nodes adopted
-in place and their own relationships are never compared, so never removed (DESIGN §11). A key that a merge made an
+in place and their own relationships are never compared, so never removed (docs/security.md). A key that a merge made an
 alias is resolved to its target first, as a load resolves it.
 
 Memory: one partition of each side at a time (about :data:`PARTITION_TRIPLES` triples), the spill buffers and the

@@ -1,4 +1,4 @@
-"""Text embeddings (DESIGN §2, §7, §10): the embedders, model sources, the ONNX build cache and ``load_embedder``."""
+"""Text embeddings: the embedders, model sources, the ONNX build cache and ``load_embedder``."""
 
 from engine.embeddings.embedders import Embedder, OnnxEmbedder, TorchEmbedder
 from engine.embeddings.loading import AUTO_CPU_BACKEND, BACKENDS, load_embedder

@@ -1,6 +1,6 @@
 """``load_embedder``: the embedder of a model, device, backend and thread count, cached per process.
 
-``auto`` is torch on CUDA when CUDA is there, else ``onnx``: on the 2-core CPUs of DESIGN §10 it embeds
+``auto`` is torch on CUDA when CUDA is there, else ``onnx``: on 2-core CPUs (benchmarks/embed.py) it embeds
 MetaQA names ~1.7x faster than torch per CPU-second, 2.8x in wall time with 2 threads (~900 vs ~320
 names/s at best), and a lone query of three strings in ~7 ms instead of ~24 ms (``benchmarks/embed.py``).
 Else (no onnxruntime, an architecture or pipeline the export cannot reproduce) torch.

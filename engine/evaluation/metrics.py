@@ -1,10 +1,9 @@
-"""Evaluation of retrieval, answering and verification against ground truth (DIGEST §6.7).
+"""Evaluation of retrieval, answering and verification against ground truth.
 
 Inputs: a ``isorag synth`` JSON Lines file (gold pattern, answers, ground-truth triples, claims), MetaQA
-``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; gold patterns from the sibling ``qa_*_qtype.txt`` through
-the question types file beside it, ``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion
-(``question<TAB>answer(alias/...)
-<TAB>e#r#e#...#<end>#answer``; the gold pattern is the path).
+``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; gold patterns from the question types file beside it,
+``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion
+(``question<TAB>answer(alias/...)<TAB>e#r#e#...#<end>#answer``; the gold pattern is the path).
 
 Metrics per item, averaged overall and per shape and per number of hops:
 
@@ -14,7 +13,8 @@ Metrics per item, averaged overall and per shape and per number of hops:
 * ``hit`` -- some gold answer is among the predicted answers (those of the top-k subgraphs);
 * ``macro_f1`` -- F1 of predicted vs gold answer sets, averaged over items;
 * ``gt_recall`` / ``gt_precision`` / ``gt_f1`` -- the retrieved subgraphs' triples against the ground-truth
-  triples (the full answer subgraph where the file has it, as paper 003 recommends), direction-agnostic;
+  triples (the full answer subgraph where the file has it, as the SynthKGQA paper recommends:
+  :mod:`engine.evaluation.synth`), direction-agnostic;
 * ``answer_recall`` -- the share of gold answers among the entities of the retrieved triples;
 * ``verify_accuracy`` -- verdicts on the true and corrupted claims against their labels.
 """
@@ -88,7 +88,7 @@ def undirected(triple: Sequence[str]) -> tuple[str, str, str]:
 
 
 def triple_prf(retrieved: Iterable[Sequence[str]], gt: Iterable[Sequence[str]]) -> tuple[float, float, float]:
-    """GT-triple precision, recall, F1, direction-agnostic (paper 003)."""
+    """GT-triple precision, recall, F1, direction-agnostic (as SynthKGQA scores retrieved subgraphs)."""
     return prf({undirected(t) for t in retrieved}, {undirected(t) for t in gt})
 
 

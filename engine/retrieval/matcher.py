@@ -1,4 +1,4 @@
-"""Exact top-k subgraph matching by graph semantic distance (SimGRAG, DESIGN §4).
+"""Exact top-k subgraph matching by graph semantic distance (SimGRAG; the search: docs/architecture.md).
 
 GSD(P, S) = sum over known pattern nodes v of ||z_v - z_f(v)|| + sum over pattern edges with a known
 relation of ||z_r - z_f(r)||; unknown nodes and relations cost 0.

@@ -1,4 +1,4 @@
-"""The h-hop neighbourhood of anchor entities, fetched from Neo4j for the triple scorers (DESIGN §5).
+"""The h-hop neighbourhood of anchor entities, fetched from Neo4j for the triple scorers (docs/triple-scorer.md).
 
 One batched Cypher query per hop (``cypher/neighbourhood_hop.cypher``: ``UNWIND`` the frontier) returns every
 KG relationship of the frontier entities, either way, with its direction kept; only the KG's own relation
@@ -40,7 +40,7 @@ __all__ = [
     "fetch_neighbourhood",
 ]
 
-#: SubgraphRAG's pools are 2-hop neighbourhoods (DIGEST §1.4); MetaQA's 3-hop questions need 3.
+#: SubgraphRAG's pools are 2-hop neighbourhoods; MetaQA's 3-hop questions need 3.
 DEFAULT_HOPS = 2
 #: The issue's scoring target is set for neighbourhoods of up to 10,000 triples.
 DEFAULT_MAX_EDGES = 10_000

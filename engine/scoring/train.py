@@ -1,4 +1,5 @@
-"""Training the triple scorers from question-answer pairs (SubgraphRAG / QSRAG recipes, DIGEST §1.1, §6.3, §6.4).
+"""Training the triple scorers from question-answer pairs (the SubgraphRAG and QSRAG recipes: binary cross-entropy per
+triple, early stopping on recall).
 
 :func:`train_scorer` runs the three steps:
 

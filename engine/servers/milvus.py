@@ -11,7 +11,7 @@ Instead this module
 * launches it **detached**: through ``sh -c '... &'`` in a new session, so the server is re-parented
   away from the caller and outlives it; the caller only waits for it to answer a pymilvus client.
 
-Security (README, "Security and data safety"). Milvus 2.3.5 cannot bind a listener to loopback: every port
+Security (docs/security.md). Milvus 2.3.5 cannot bind a listener to loopback: every port
 (client gRPC, its internal components' gRPC, the metrics/``/healthz``/``/expr`` HTTP port) listens on all
 interfaces whatever ``*.ip`` says, and the internal ports and ``/expr`` answer without authentication. So
 

@@ -433,7 +433,7 @@ class GraphStore:
         return rows[0] if rows else None
 
     def drop(self, batch: int = 10_000) -> int:
-        """Remove this KG from Neo4j: exactly what isorag wrote for it (DESIGN §11), other KGs untouched.
+        """Remove this KG from Neo4j: exactly what isorag wrote for it (docs/security.md), other KGs untouched.
 
         The entities isorag created are deleted with their relationships; an adopted entity (a user's node, see
         :mod:`loaders.existing`) gets back to what it was before the adoption: isorag's label, ``isorag_*``

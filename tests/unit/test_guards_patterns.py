@@ -1,4 +1,5 @@
-"""Guards on patterns, verification jobs and verbalized evidence (TEST-GAPS.md): no servers needed."""
+"""Guards on patterns, verification jobs and verbalized evidence, each a mistake no other test caught: no servers
+needed."""
 
 from __future__ import annotations
 

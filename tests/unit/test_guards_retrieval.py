@@ -96,8 +96,8 @@ def test_exact_is_false_exactly_when_the_search_was_cut(truncated: int, deadline
 
 
 def test_answer_equal_to_a_named_entity_is_dropped_but_its_subgraph_stays() -> None:
-    """DESIGN §10 (PathQuestion): with homomorphic matching, ``X parents Y children X`` binds the topic again; the
-    answer rule drops that answer as restating the question (the chosen behaviour), keeps the others, and
+    """PathQuestion (docs/benchmarks.md): with homomorphic matching, ``X parents Y children X`` binds the topic again;
+    the answer rule drops that answer as restating the question (the chosen behaviour), keeps the others, and
     keeps the subgraph as evidence."""
     pat = Pattern.from_triples([("Heat", "r", "UNKNOWN 1"), ("UNKNOWN 1", "r", "UNKNOWN 2")])
     ms = [Match(0.0, {"Heat": 1, "UNKNOWN 1": 2, "UNKNOWN 2": 1}, {0: KGEdge(1, "r", 2), 1: KGEdge(2, "r", 1)}),

@@ -886,8 +886,8 @@ def test_training_raises_triple_recall_well_above_random(name):
 
 
 def test_forward_latency_10k_triples(capsys):
-    """Prints CPU forward latency at the scale of DESIGN §5 (10,000 triples, d = 384), with 1 and 2 torch
-    threads; benchmarks/scorer_forward.py is the full measurement. Only a gross regression fails."""
+    """Prints CPU forward latency at the scale a neighbourhood is capped at (10,000 triples, d = 384), with 1 and 2
+    torch threads; benchmarks/scorer_forward.py is the full measurement. Only a gross regression fails."""
     graph = random_graph(2_500, 10_000, num_rel=300, dim=384, nameless=0.1)
     lines = []
     for threads in (1, 2):

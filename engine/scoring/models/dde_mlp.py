@@ -1,4 +1,5 @@
-"""SubgraphRAG's triple scorer: an MLP over text embeddings and DDE (paper 000, §3.2; DIGEST §1.1, §6.3)."""
+"""SubgraphRAG's triple scorer: an MLP over text embeddings and DDE (the paper and DDE:
+:mod:`engine.scoring.models.dde`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""QSRAG's triple scorer: query-relational graph attention (QR-GAT, paper 004, §4; DIGEST §5.1, §6.4)."""
+"""QSRAG's triple scorer: query-relational graph attention (QR-GAT; Xu, Guo, Zhang, Fu, "Query-Aware Graph
+Attention for Precise Subgraph Retrieval in Knowledge-Augmented Reasoning", §4)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def segment_softmax(logits: torch.Tensor, index: torch.Tensor, num_nodes: int) -
 
 
 class QRGATConv(nn.Module):
-    r"""One query-relational graph attention layer (QR-GAT, paper 004, Eqs. in §4.2).
+    r"""One query-relational graph attention layer (QR-GAT, the QSRAG paper's equations in §4.2).
 
     For an edge ``j -> i`` with relation embedding ``r_ij`` and question embedding ``q``:
 
@@ -124,7 +125,7 @@ class QRGATConv(nn.Module):
 
 
 class QRGAT(TripleScorer):
-    r"""QSRAG's triple scorer: bidirectional QR-GAT encoder and a two-layer MLP (paper 004, §4).
+    r"""QSRAG's triple scorer: bidirectional QR-GAT encoder and a two-layer MLP (the QSRAG paper, §4).
 
     .. math::
         \mathbf{h}^{(0)}_i = \mathrm{Dropout}([\mathbf{e}_i \| \mathbf{q} \| \mathbf{p}_i]), \qquad
@@ -138,7 +139,7 @@ class QRGAT(TripleScorer):
     each has ``num_layers`` :class:`QRGATConv` layers with ``heads`` heads of ``hidden // heads``
     channels, with dropout between layers.
 
-    Choices the paper leaves open (DIGEST §5.3, §5.8), all configurable:
+    Choices the paper leaves open, all configurable:
         - widths, depth, heads, dropout: defaults ``hidden=256``, ``num_layers=2``, ``heads=4``,
           ``dropout=0.1``; the scorer's hidden width defaults to ``hidden``, with the same dropout after its ReLU.
         - ``add_self_loops=True``: every node also attends to itself through a learned "self" relation

@@ -6,7 +6,8 @@ DDE (SubgraphRAG) says how far an entity lies from the topic; the gated DDE
 every in-degree, so an answer that is a hub (a language, a genre, a year: most MetaQA 3-hop answers) receives a share a
 thousand times smaller than a rare entity reached by a wrong relation. Here the propagation is a max-product (Viterbi)
 walk instead, as in TransferNet's relation-following (Shi et al., EMNLP 2021) and QSRAG's query-relation alignment
-(paper 004): a hub reached by the right path scores as high as any other entity reached by it.
+(QSRAG, see :mod:`engine.scoring.models.qrgat`): a hub reached by the right path scores as high as any other entity
+reached by it.
 
 For round ``l = 1..L``, direction ``d`` (forward along a triple, head -> tail, or reverse) and relation ``r``:
 
