@@ -64,10 +64,10 @@ __all__ = ["DEMO_DIR", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_
            "cmd_load", "cmd_match", "cmd_server", "cmd_stats", "cmd_sync", "cmd_synth", "cmd_train_generator",
            "cmd_train_scorer", "cmd_verify", "main", "print_answer", "print_retrieval"]
 
-EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, neo4j status: not
-running); 2 refused: bad arguments, environment or input, missing KG, unreachable store (one line
-'isorag: error: ...' on stderr); 70 internal error (a bug: set ISORAG_DEBUG=1 for the traceback); 130 interrupted;
-141 output closed early"""
+EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, a server not
+running); 2 refused: bad arguments, environment or input, missing KG, unreachable store, a failed stage of ask (one
+line 'isorag: error: ...' on stderr); 70 internal error (a bug: set ISORAG_DEBUG=1 for the traceback); 130
+interrupted; 141 output closed early"""
 
 
 def build_parser() -> argparse.ArgumentParser:
