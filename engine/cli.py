@@ -1018,6 +1018,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_train_generator)
 
+    from engine.service.cli import add_commands as add_service_commands  # isorag serve, isorag keys
+
+    add_service_commands(command)
+
     s = command("demo", help="load the bundled demo KG and answer a demo question")
     s.add_argument("--kg", type=_kg_type, default=None)
     s.add_argument("--quiet", action="store_true")

@@ -53,6 +53,7 @@ from engine.answering.results import (
     SUPPORTED,
     Answer,
     PatternEvent,
+    ScoredEvent,
     SubgraphsEvent,
     TokenEvent,
     Verdict,
@@ -114,7 +115,7 @@ class Generate(Complete):
 class Emit:
     """An event for the caller of a streaming driver (the other drivers pass over it); the driver sends back None."""
 
-    event: PatternEvent | SubgraphsEvent | TokenEvent
+    event: PatternEvent | SubgraphsEvent | ScoredEvent | TokenEvent
 
 
 Request = Union[Call, Complete, Generate, Emit]
@@ -413,6 +414,8 @@ class Pipeline:
                 with run.stage("scoring"):
                     sr = yield Call(self._score, (r.query, anchors))
                 scored = run.add_scored(sr)
+                if scored:
+                    yield Emit(ScoredEvent(sr))
             # a learned pattern is answered without the LLM (the router kept it to spare the LLM)
             llm = None if r.pattern_source == "learned" else self._llm()
             if llm is not None and (matched or scored):

@@ -22,6 +22,7 @@ __all__ = [
     "Answer",
     "AnswerEvent",
     "PatternEvent",
+    "ScoredEvent",
     "SubgraphsEvent",
     "StreamEvent",
     "TokenEvent",
@@ -227,6 +228,18 @@ class SubgraphsEvent:
 
 
 @dataclass
+class ScoredEvent:
+    """The triple scorer's selected triples with their confidences (only with a scorer: ``config.scorer``), after
+    the :class:`SubgraphsEvent` and before the answer's tokens."""
+
+    scored: ScoringResult
+    kind: str = "scored"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "scored": self.scored.to_dict()}
+
+
+@dataclass
 class TokenEvent:
     """A piece of the answer's text, as the LLM sends it (the whole text at once without an LLM)."""
 
@@ -249,4 +262,4 @@ class AnswerEvent:
 
 
 #: what :meth:`Engine.ask_stream` yields
-StreamEvent = Union[PatternEvent, SubgraphsEvent, TokenEvent, AnswerEvent]
+StreamEvent = Union[PatternEvent, SubgraphsEvent, ScoredEvent, TokenEvent, AnswerEvent]
