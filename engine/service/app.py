@@ -58,6 +58,8 @@ class Service:
         self.metrics = Metrics(state)
         self.guard = Guard(KeyStore(settings.keys_path) if settings.auth else None)
         self.pool = pool or EnginePool(llm=settings.llm, metrics=self.metrics)
+        if self.pool.metrics is None:
+            self.pool.metrics = self.metrics
         self.jobs = JobStore(state / "jobs", self.pool.get, concurrency=settings.job_concurrency)
         self._spool = state / "spool"
 
@@ -101,8 +103,20 @@ class Guards:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         t0 = time.perf_counter()
         status = [0]
+        body = _Limited(receive, limit, lim.body_timeout_s)
+        replaced = [False]
 
         async def send_(message: Message) -> None:
+            if body.error is not None and not replaced[0] and message["type"] == "http.response.start":
+                # the body broke a limit: whatever the route made of that (FastAPI answers 400 for a body it
+                # could not read), the client is told which limit
+                replaced[0] = True
+                status_, detail = body.error
+                await _send_problem(send_, scope, status_, detail, "body_bytes" if status_ == 413 else None)
+                return
+            if replaced[0] and message.get("type") in ("http.response.start", "http.response.body") \
+                    and not message.get("_isorag"):
+                return
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
                 headers = list(message.get("headers") or [])
@@ -112,12 +126,15 @@ class Guards:
                 headers += [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
                 message["headers"] = headers
                 self.svc.metrics.observe("isorag_request_seconds", {"route": _route(scope)}, time.perf_counter() - t0)
+            message.pop("_isorag", None)
             await send(message)
 
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _send_problem(send_, scope, 413, f"a body of {int(declared):,} bytes; the limit is {limit:,}")
+            replaced[0] = True
+            await _send_problem(send_, scope, 413, f"a body of {int(declared):,} bytes; the limit is {limit:,}",
+                                "body_bytes")
         else:
-            await self.app(scope, _Limited(receive, limit, lim.body_timeout_s), send_)
+            await self.app(scope, body, send_)
         self.svc.metrics.inc("isorag_requests_total", {"route": _route(scope), "status": str(status[0])})
         self.svc.metrics.flush()
 
@@ -135,6 +152,9 @@ class _Limited:
         self.receive, self.limit = receive, limit
         self.deadline = time.monotonic() + timeout_s
         self.seen, self.done = 0, False
+        self.timeout_s = timeout_s
+        #: (status, detail) once a limit is broken
+        self.error: tuple[int, str] | None = None
 
     async def __call__(self) -> Message:
         if self.done:
@@ -142,23 +162,27 @@ class _Limited:
         try:
             message = await asyncio.wait_for(self.receive(), max(self.deadline - time.monotonic(), 0.001))
         except (asyncio.TimeoutError, TimeoutError):
+            self.error = (408, f"the body did not arrive within {self.timeout_s:g} s")
             raise _BodyTimeout() from None
         if message["type"] == "http.request":
             self.seen += len(message.get("body", b""))
             if self.seen > self.limit:
+                self.error = (413, f"the body is over the limit of {self.limit:,} bytes")
                 raise _BodyTooLarge(self.limit)
             self.done = not message.get("more_body")
         return message
 
 
-async def _send_problem(send: Send, scope: Scope, status: int, detail: str) -> None:
+async def _send_problem(send: Send, scope: Scope, status: int, detail: str, limit: str | None) -> None:
     from engine.service.problems import problem_body
 
-    body = problem_body(status, "LimitExceeded", detail, "body", scope.get("path", ""), limit="body_bytes")
-    await send({"type": "http.response.start", "status": status,
+    extra = {"limit": limit} if limit else {}
+    kind = "LimitExceeded" if status == 413 else "RequestTimeout"
+    body = problem_body(status, kind, detail, "body", scope.get("path", ""), **extra)
+    await send({"type": "http.response.start", "status": status, "_isorag": True,
                 "headers": [(b"content-type", b"application/problem+json"), (b"connection", b"close"),
                             (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": body, "_isorag": True})
 
 
 def _handlers(app: FastAPI, svc: Service) -> None:

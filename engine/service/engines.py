@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine._config import EngineConfig, check_kg_name
 
@@ -25,10 +25,13 @@ MAX_ENGINES = 64
 class EnginePool:
     """The engines of one process, by KG name."""
 
-    def __init__(self, *, llm: bool = True, metrics: Metrics | None = None, embedder: TextEmbedder | None = None,
+    def __init__(self, *, llm: Any = True, metrics: Metrics | None = None, embedder: TextEmbedder | None = None,
                  config: EngineConfig | None = None) -> None:
+        """``llm``: True (the LLM the environment configures, if any), False (none) or an LLM object for every
+        engine; ``embedder``: the model to share (default: loaded at the first engine); ``config``: the engines'
+        configuration but for the KG (default: from the environment)."""
         self._llm = llm
-        self._metrics = metrics
+        self.metrics = metrics
         self._embedder = embedder
         self._base = config
         self._lock = threading.Lock()
@@ -53,7 +56,8 @@ class EnginePool:
             from engine._engine import Engine
 
             cfg = self._base.with_(kg=kg) if self._base is not None else EngineConfig.from_env(kg=kg)
-            eng = Engine(cfg, llm=None if self._llm else False, embedder=self._shared_embedder(cfg))
+            llm = None if self._llm is True else self._llm  # None: from the environment
+            eng = Engine(cfg, llm=llm, embedder=self._shared_embedder(cfg))
             self._engines[kg] = eng
             self._count("miss")
             while len(self._engines) > MAX_ENGINES:
@@ -66,8 +70,8 @@ class EnginePool:
         return self.get(self._base.kg if self._base is not None else EngineConfig.from_env().kg)
 
     def _count(self, result: str) -> None:
-        if self._metrics is not None:
-            self._metrics.inc("isorag_engine_cache_total", {"result": result})
+        if self.metrics is not None:
+            self.metrics.inc("isorag_engine_cache_total", {"result": result})
 
     def text_cache(self) -> dict[str, dict[str, int]]:
         """Per KG: the hits and misses of its engine's pattern-text embedding cache."""
