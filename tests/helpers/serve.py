@@ -7,6 +7,7 @@ model), or in its own process (the CLI, for workers, restarts and logs); a small
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -39,6 +40,20 @@ Blade Runner|directed_by|Ridley Scott
 Alien|directed_by|Ridley Scott
 """
 DIRECTED_BY_HEAT = {"triples": [["Heat", "directed_by", "UNKNOWN 1"]]}
+
+
+MANN_FILMS = ("Heat", "Collateral", "Thief", "The Insider")
+
+
+def claims(n: int) -> str:
+    """``n`` claims about who directed the films, every other one false, each with its pattern."""
+    rows = []
+    for i in range(n):
+        film = MANN_FILMS[i % len(MANN_FILMS)]
+        who = "Michael Mann" if i % 2 == 0 else "Ridley Scott"
+        rows.append({"id": f"c{i}", "claim": f"{film} was directed by {who}", "label": "SUPPORTED" if i % 2 == 0 else
+                     "REFUTED", "pattern": {"triples": [[film, "directed_by", who]]}})
+    return "".join(json.dumps(r) + "\n" for r in rows)
 
 
 def free_port() -> int:
