@@ -352,7 +352,7 @@ class Engine:
     # -- browsing: entity search and neighbourhoods (the service's explorer) -------------------------------
     def search_entities(self, text: str, *, limit: int = 20, offset: int = 0) -> dict[str, Any]:
         """Entities whose name contains ``text`` (case folded), best first (the exact name, then names that start
-        with it, then shorter names): ``{"entities": [{eid, name, key, degree}], "next_offset"}`` for one page of
+        with it, then shorter names; equal names: the better connected first): ``{"entities": [{eid, name, key, degree}], "next_offset"}`` for one page of
         ``limit`` from ``offset``; ``next_offset`` is None on the last page. Reads Neo4j only."""
         if not isinstance(text, str) or not text.strip():
             raise InputError("search_entities: give the text to look for (not empty)")
