@@ -27,7 +27,7 @@ from engine._errors import IsoragError
 from engine.service.auth import Guard
 from engine.service.engines import EnginePool
 from engine.service.jobs import JobStore
-from engine.service.keys import KeyStore
+from engine.service.keys import KeyStore, key_from_env
 from engine.service.metrics import Metrics, render
 from engine.service.problems import Problem, status_of
 from engine.service.routes import EidJSONResponse, make_router, problem_response
@@ -56,7 +56,7 @@ class Service:
         state = settings.state_path
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.metrics = Metrics(state)
-        self.guard = Guard(KeyStore(settings.keys_path) if settings.auth else None)
+        self.guard = Guard(KeyStore(settings.keys_path, env_key=key_from_env()) if settings.auth else None)
         self.pool = pool or EnginePool(llm=settings.llm, metrics=self.metrics)
         if self.pool.metrics is None:
             self.pool.metrics = self.metrics

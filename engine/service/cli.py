@@ -108,10 +108,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"isorag serve: {msg}", file=sys.stderr, flush=True)
 
     if settings.auth:
-        from engine.service.keys import KeyStore
+        from engine.service.keys import KeyStore, key_from_env
 
+        env_key = key_from_env()  # a bad ISORAG_API_KEY is refused here, before anything listens
         live = [k for k in KeyStore(settings.keys_path).list() if k.revoked is None]
-        if not live:
+        if env_key is not None:
+            say(f"accepting the key of ISORAG_API_KEY ({env_key[1].role}, KGs {', '.join(env_key[1].kgs)})")
+        elif not live:
             say(f"no API key in {settings.keys_path} yet: every request will be refused until you make one "
                 "(isorag keys create --kg NAME --role read)")
     else:

@@ -32,12 +32,16 @@ from typing import Any
 from engine._config import check_kg_name, isorag_home
 from engine._errors import ConfigError, InputError
 
-__all__ = ["ROLES", "ApiKey", "KeyStore", "default_keys_path"]
+__all__ = ["ENV_KEY", "ROLES", "ApiKey", "KeyStore", "default_keys_path", "key_from_env"]
 
 ROLES = ("read", "write", "admin")
 ALL_KGS = "*"
 _KEY = re.compile(r"isorag_(?P<id>[0-9a-f]{8})_(?P<secret>[A-Za-z0-9_-]{43})")
 _FORMAT = 1
+#: a key the operator chooses and hands the server in its environment (compose): ISORAG_API_KEY, with
+#: ISORAG_API_KEY_ROLE (default read) and ISORAG_API_KEY_KGS (comma-separated names, default every KG)
+ENV_KEY = "ISORAG_API_KEY"
+ENV_KEY_MIN = 32
 
 
 def default_keys_path() -> Path:
@@ -78,11 +82,32 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
+def key_from_env() -> tuple[str, ApiKey] | None:
+    """The SHA-256 of ``$ISORAG_API_KEY`` and what it may do, or None when it is not set. The key itself is kept
+    nowhere (and registered as a secret, so no message carries it)."""
+    from engine._secrets import register
+
+    raw = os.environ.get(ENV_KEY, "")
+    if not raw.strip():
+        return None
+    key = raw.strip()
+    if len(key) < ENV_KEY_MIN or any(c.isspace() for c in key):
+        raise ConfigError(f"{ENV_KEY} must be at least {ENV_KEY_MIN} characters without spaces (e.g. the output of "
+                          "`openssl rand -base64 32`)")
+    register(key)
+    role = _check_role(os.environ.get(f"{ENV_KEY}_ROLE", "").strip() or "read")
+    kgs = [k.strip() for k in os.environ.get(f"{ENV_KEY}_KGS", "").split(",") if k.strip()] or [ALL_KGS]
+    scoped = tuple(sorted({k if k == ALL_KGS else check_kg_name(k) for k in kgs}))
+    return _digest(key), ApiKey("env", scoped, role, "")
+
+
 class KeyStore:
     """The keys file at ``path`` (see the module's docstring). Thread-safe; any number of processes."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, env_key: tuple[str, ApiKey] | None = None) -> None:
+        """``env_key``: a key accepted besides the file's (:func:`key_from_env`)."""
         self.path = Path(path) if path is not None else default_keys_path()
+        self.env_key = env_key
         self._mutex = threading.Lock()
         self._seen: tuple[int, int, int] | None = None
         self._entries: dict[str, dict[str, Any]] = {}
@@ -179,7 +204,11 @@ class KeyStore:
     def check(self, key: str) -> ApiKey | None:
         """The entry of ``key`` if it is a key of this file and not revoked, else None (in constant time per
         key: the digest is compared with ``hmac.compare_digest``)."""
-        m = _KEY.fullmatch(key.strip()) if isinstance(key, str) else None
+        if not isinstance(key, str):
+            return None
+        if self.env_key is not None and hmac.compare_digest(self.env_key[0], _digest(key.strip())):
+            return self.env_key[1]
+        m = _KEY.fullmatch(key.strip())
         if m is None:
             return None
         entry = self._current().get(m.group("id"))
