@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Query, Request, Security
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import _errors as errors
@@ -130,9 +130,9 @@ def make_router(svc: Service) -> APIRouter:
         return {"kgs": [r for r in rows if who.allows(r["kg"], "read")]}
 
     @router.get("/kgs/{kg}/stats", summary="counts of both stores, whether they agree, and the KG's version")
-    async def stats(request: Request, kg: str) -> dict[str, Any]:
+    async def stats(request: Request, kg: str) -> Response:
         eng = await engine(request, kg, "read")
-        return await call(eng.stats)
+        return _ok(await call(eng.stats))
 
     @router.get("/kgs/{kg}/version", summary="the KG's version: change sets and loads applied")
     async def version(request: Request, kg: str) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def make_router(svc: Service) -> APIRouter:
         return await call(eng.version)
 
     @router.post("/kgs/{kg}/ask", summary="answer a question, with its evidence (stream=true: server-sent events)")
-    async def ask(request: Request, kg: str, body: AskBody) -> Any:
+    async def ask(request: Request, kg: str, body: AskBody) -> Response:
         eng = await engine(request, kg, "read")
         q = text_limit(body.question, "question")
         kw = dict(pattern=pattern_limit(body.pattern), k=k_limit(body.k), route=body.route, raise_errors=False,
@@ -153,11 +153,11 @@ def make_router(svc: Service) -> APIRouter:
         svc.metrics.stages("ask", ans.timings)
         if ans.failed_stage:
             raise _failed(ans.error_type, ans.error, f"ask: {ans.failed_stage}")
-        return ans.to_dict()
+        return _ok(ans.to_dict())
 
     @router.post("/kgs/{kg}/retrieve", summary="exact top-k subgraphs (GSD) of a pattern, or of a question's "
                                                "learned pattern")
-    async def retrieve(request: Request, kg: str, body: RetrieveBody) -> dict[str, Any]:
+    async def retrieve(request: Request, kg: str, body: RetrieveBody) -> Response:
         eng = await engine(request, kg, "read")
         match = {f: getattr(body, f) for f in ("k_node", "k_rel", "injective", "directed")
                  if getattr(body, f) is not None}
@@ -174,10 +174,10 @@ def make_router(svc: Service) -> APIRouter:
             out["proposal"] = prop.to_dict()
         res = await call(eng.retrieve, pattern, k_limit(body.k), **match)
         svc.metrics.stages("retrieve", res.timings)
-        return {**res.to_dict(), **out}
+        return _ok({**res.to_dict(), **out})
 
     @router.post("/kgs/{kg}/verify", summary="check a claim: SUPPORTED, REFUTED or NOT_ENOUGH_INFO, with evidence")
-    async def verify(request: Request, kg: str, body: VerifyBody) -> dict[str, Any]:
+    async def verify(request: Request, kg: str, body: VerifyBody) -> Response:
         eng = await engine(request, kg, "read")
         claim = text_limit(body.claim, "claim")
         await call(eng.require_kg)
@@ -186,7 +186,7 @@ def make_router(svc: Service) -> APIRouter:
         svc.metrics.stages("verify", v.timings)
         if v.failed_stage:
             raise _failed(v.error_type, v.error, f"verify: {v.failed_stage}")
-        return v.to_dict()
+        return _ok(v.to_dict())
 
     _browse_routes(router, svc, engine, call, text_limit)
     _write_routes(router, svc, engine, call)
@@ -203,21 +203,21 @@ def _browse_routes(router: APIRouter, svc: Service, engine: Any, call: Any, text
 
     @router.get("/kgs/{kg}/entities", summary="entities whose name contains q (case folded), best first; paged")
     async def search(request: Request, kg: str, q: str = Query(..., description="text to look for"),
-                     limit: int = Query(20, ge=1), offset: int = Query(0, ge=0)) -> dict[str, Any]:
+                     limit: int = Query(20, ge=1), offset: int = Query(0, ge=0)) -> Response:
         eng = await engine(request, kg, "read")
-        return await call(eng.search_entities, text_limit(q, "search"), limit=page(limit), offset=offset)
+        return _ok(await call(eng.search_entities, text_limit(q, "search"), limit=page(limit), offset=offset))
 
     @router.get("/kgs/{kg}/entities/{eid}/neighbourhood",
                 summary="one page of the triples around an entity; read pages until next_offset is null")
     async def neighbourhood(request: Request, kg: str, eid: int, limit: int = Query(500, ge=1),
-                            offset: int = Query(0, ge=0)) -> dict[str, Any]:
+                            offset: int = Query(0, ge=0)) -> Response:
         eng = await engine(request, kg, "read")
-        return await call(eng.neighbourhood, eid, limit=page(limit), offset=offset)
+        return _ok(await call(eng.neighbourhood, eid, limit=page(limit), offset=offset))
 
 
 def _write_routes(router: APIRouter, svc: Service, engine: Any, call: Any) -> None:
     @router.post("/kgs/{kg}/apply", summary="apply a change set (JSON Lines body) to both stores; role write")
-    async def apply(request: Request, kg: str) -> dict[str, Any]:
+    async def apply(request: Request, kg: str) -> Response:
         eng = await engine(request, kg, "write")
         data = await request.body()
         path = svc.spool(data, ".jsonl")
@@ -225,13 +225,13 @@ def _write_routes(router: APIRouter, svc: Service, engine: Any, call: Any) -> No
             report = await call(eng.apply, path, strict=True, progress=False)
         finally:
             path.unlink(missing_ok=True)
-        return report.to_dict()
+        return _ok(report.to_dict())
 
     @router.post("/kgs/{kg}/check", summary="compare the stores in full (repair: make Milvus agree); role admin")
-    async def check(request: Request, kg: str, body: CheckBody) -> dict[str, Any]:
+    async def check(request: Request, kg: str, body: CheckBody) -> Response:
         eng = await engine(request, kg, "admin")
         report = await call(eng.check, repair=body.repair, deep=body.deep, progress=False)
-        return report.to_dict()
+        return _ok(report.to_dict())
 
     @router.post("/kgs/{kg}/jobs", status_code=202,
                  summary="submit a claims file (JSON Lines or CSV body) to verify in the background; role write")
@@ -258,6 +258,11 @@ def _write_routes(router: APIRouter, svc: Service, engine: Any, call: Any) -> No
         if not path.exists():
             path.touch()
         return FileResponse(path, media_type="application/x-ndjson")
+
+
+def _ok(content: Any) -> Response:
+    """A result as JSON, serialized once (no response model: the engine's results are plain dicts already)."""
+    return EidJSONResponse(content)
 
 
 def _job_id(job_id: str) -> str:

@@ -455,6 +455,25 @@
     big: () => state.big && { nodes: state.big.graph.order, edges: state.big.graph.size, lastDrawMs: state.big.lastDrawMs,
                               names: state.big.graph.mapNodes((n, a) => a.label) },
     browse: (eid) => browse(eid, true),
+    // every page of an entity's neighbourhood, drawn: {ms, nodes} (benchmarks/serve.py times this)
+    browseAll: async (eid) => {
+      const t0 = performance.now();
+      await browse(eid, true);
+      while (state.big && state.big.pages[String(eid)] && !state.big.pages[String(eid)].done) await browse(eid, false);
+      return { ms: performance.now() - t0, nodes: state.big ? state.big.graph.order : 0 };
+    },
+    // mean time of a zoom step of the neighbourhood view, drawn (ms)
+    zoomFrameMs: async (steps) => {
+      if (!state.big) return null;
+      const cam = state.big.renderer.getCamera();
+      const t0 = performance.now();
+      for (let i = 0; i < steps; i++) {
+        cam.setState({ ratio: cam.getState().ratio / 1.1 });
+        state.big.renderer.refresh();
+        await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      }
+      return (performance.now() - t0) / steps;
+    },
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire); else wire();
 })();
