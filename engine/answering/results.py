@@ -202,8 +202,9 @@ class Verdict:
 
 @dataclass
 class PatternEvent:
-    """The pattern (from the caller or the LLM): the first event, unless there is none and the triple scorer
-    answers alone."""
+    """The pattern (from the caller, the LLM or the learned generator), sent before its retrieval: the first event,
+    unless there is none and the triple scorer answers alone. When a learned beam pattern matches nothing, the next
+    one's event follows: the last before the :class:`SubgraphsEvent` is the pattern that answers."""
 
     pattern: Pattern
     text: str | None

@@ -1,6 +1,7 @@
 """The engine as a shared HTTP service: ``isorag serve`` (FastAPI on uvicorn) and ``isorag keys``.
 
 - ``app``: :func:`create_app`, the application (middleware, problems, ``/healthz``, ``/metrics``, the explorer);
+- ``core``: :class:`Service`, what the routes of one worker process share;
 - ``routes``: the ``/v1`` API (ask with server-sent events, retrieve, verify, jobs, change sets, search, browse);
 - ``auth`` and ``keys``: API keys (hashed in a 0600 file, scoped to KGs and a role) and their check per request;
 - ``settings``: :class:`ServiceSettings` and :class:`Limits`;

@@ -24,7 +24,7 @@ from engine.service.problems import PROBLEM_JSON, Problem, eids_as_text, problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._engine import Engine
-    from engine.service.app import Service
+    from engine.service.core import Service
 
 __all__ = ["EidJSONResponse", "make_router", "problem_response"]
 
