@@ -72,10 +72,10 @@ def ensure_demo(eng: Any) -> None:
                             settings=GeneratorSettings(), progress=False)
 
 
-def ensure_metaqa(eng: Any) -> None:
+def ensure_metaqa(eng: Any, folder: Path) -> None:
     if not eng.graph.stats()["entities"]:
         t0 = time.perf_counter()
-        eng.load(METAQA / "kb.txt", progress=False)
+        eng.load(folder / "kb.txt", progress=False)
         print(f"loaded MetaQA into {eng.kg!r} in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
@@ -87,12 +87,12 @@ def demo_workloads(limit: int | None = None) -> dict[str, list[dict[str, Any]]]:
     return {"demo_gold_retrieve": gold, "demo_text_ask": text}
 
 
-def metaqa_workload(per_hop: int) -> list[dict[str, Any]]:
+def metaqa_workload(folder: Path, per_hop: int) -> list[dict[str, Any]]:
     from engine.evaluation.metrics import read_items
 
     out = []
     for hop in (1, 2, 3):
-        items = read_items(METAQA / f"{hop}-hop" / "qa_dev.txt", limit=per_hop)
+        items = read_items(folder / f"{hop}-hop" / "qa_dev.txt", limit=per_hop)
         out += [{"pattern": it["pattern"]} for it in items if it.get("pattern")]
     return out
 
@@ -160,7 +160,8 @@ async def _one(client: Any, kg: str, kind: str, body: dict[str, Any]) -> tuple[f
     return time.perf_counter() - t0, None, r.status_code == 200
 
 
-async def run_level(srv: Server, mix: list[tuple[str, str, dict[str, Any]]], clients: int, total: int) -> dict[str, Any]:
+async def run_level(srv: Server, mix: list[tuple[str, str, dict[str, Any]]], clients: int,
+                    total: int) -> dict[str, Any]:
     import httpx
 
     lat: dict[str, list[float]] = {}
@@ -307,6 +308,8 @@ def main() -> None:
     ap.add_argument("--star", type=int, default=None, help="neighbours of the drawn entity (default 5000)")
     ap.add_argument("--compare-draw", action="store_true", help="Cytoscape.js vs sigma.js on the same graph")
     ap.add_argument("--screenshot", type=Path, help="save the explorer after a demo question here (PNG)")
+    ap.add_argument("--metaqa", type=Path, default=METAQA, help=f"MetaQA's folder (kb.txt, N-hop/qa_dev.txt; default "
+                                                                 f"{METAQA}); missing: the demo KG alone")
     ap.add_argument("--metaqa-per-hop", type=int, default=200)
     ap.add_argument("--drop", action="store_true", help="drop the benchmark's KGs at the end")
     args = ap.parse_args()
@@ -337,11 +340,14 @@ def main() -> None:
         work = demo_workloads()
     mix = [(demo_kg, kind, body) for i in range(max(len(v) for v in work.values()))
            for kind, bodies in work.items() for body in bodies[i:i + 1]]
-    if not (quick or smoke) and (METAQA / "kb.txt").exists():
+    if not (quick or smoke) and not (args.metaqa / "kb.txt").exists():
+        print(f"no MetaQA at {args.metaqa} (--metaqa DIR): the demo KG alone", flush=True)
+    if not (quick or smoke) and (args.metaqa / "kb.txt").exists():
         mq = "bench_serve_metaqa"
         engines[mq] = engine_for(mq, neo, mil, embedder)
-        ensure_metaqa(engines[mq])
-        mix = interleave(mix, [(mq, "metaqa_gold_retrieve", b) for b in metaqa_workload(args.metaqa_per_hop)])
+        ensure_metaqa(engines[mq], args.metaqa)
+        mq_work = metaqa_workload(args.metaqa, args.metaqa_per_hop)
+        mix = interleave(mix, [(mq, "metaqa_gold_retrieve", b) for b in mq_work])
     star = engine_for(unique("bench_serve_star"), neo, mil, embedder)
     hub = star_kg(star, star_n, tmp)
 

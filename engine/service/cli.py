@@ -49,14 +49,16 @@ def _directory(text: str) -> str:
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``serve`` and ``keys`` to the ``isorag`` parser (``command(name, help=...)`` makes a subparser)."""
     s = command("serve", help="the engine as an HTTP service (API, evidence explorer at /), behind API keys")
-    s.add_argument("--host", type=text_type, default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--host", type=text_type, default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int_type(0, 65535), default=8750, help="default 8750 (0: any free port)")
     s.add_argument("--workers", type=int_type(1, 64), default=1, help="worker processes (default 1)")
     s.add_argument("--no-auth", action="store_true",
                    help="no API keys: every request may do anything (refused unless --host is a loopback address)")
     s.add_argument("--keys", type=out_file,
                    help="the keys file (default $ISORAG_KEYS or $ISORAG_HOME/service/keys.json)")
-    s.add_argument("--state-dir", type=_directory, help="jobs and metrics shared by the workers (default $ISORAG_HOME/service)")
+    s.add_argument("--state-dir", type=_directory,
+                   help="jobs and metrics shared by the workers (default $ISORAG_HOME/service)")
     s.add_argument("--cors-origin", type=_origin, action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API (repeatable; default none: CORS off)")
     s.add_argument("--no-llm", action="store_true", help="do not use the LLM even when one is configured")
@@ -64,7 +66,8 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s.add_argument("--max-body", type=int_type(1, 1 << 30), help="largest JSON body in bytes (default 1 MiB)")
     s.add_argument("--max-upload", type=int_type(1, 1 << 34),
                    help="largest change set or claims file in bytes (default 64 MiB)")
-    s.add_argument("--timeout", type=float_type(0, 86_400, lo_open=True), help="seconds one request may work (default 60)")
+    s.add_argument("--timeout", type=float_type(0, 86_400, lo_open=True),
+                   help="seconds one request may work (default 60)")
     s.add_argument("--log-level", choices=["critical", "error", "warning", "info"], default="info")
     s.set_defaults(func=cmd_serve)
 

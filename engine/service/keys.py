@@ -104,7 +104,8 @@ def key_from_env() -> tuple[str, ApiKey] | None:
 class KeyStore:
     """The keys file at ``path`` (see the module's docstring). Thread-safe; any number of processes."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, env_key: tuple[str, ApiKey] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 env_key: tuple[str, ApiKey] | None = None) -> None:
         """``env_key``: a key accepted besides the file's (:func:`key_from_env`)."""
         self.path = Path(path) if path is not None else default_keys_path()
         self.env_key = env_key

@@ -78,7 +78,8 @@ class Metrics:
             counters = {n: dict(s) for n, s in self.counters.items()}
             for n, s in self.gauges.items():
                 counters.setdefault(n, {}).update(s)
-            return {"counters": counters, "hists": {n: {k: list(v) for k, v in s.items()} for n, s in self.hists.items()}}
+            hists = {n: {k: list(v) for k, v in s.items()} for n, s in self.hists.items()}
+            return {"counters": counters, "hists": hists}
 
     def flush(self, force: bool = False) -> None:
         """Write this process' snapshot for the other workers (at most every FLUSH_S s unless ``force``)."""
@@ -113,7 +114,11 @@ class Metrics:
         return out
 
 
-def _merge(snapshots: Iterable[dict[str, Any]]) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, list[float]]]]:
+Counters = dict[str, dict[str, float]]
+Hists = dict[str, dict[str, list[float]]]
+
+
+def _merge(snapshots: Iterable[dict[str, Any]]) -> tuple[Counters, Hists]:
     counters: dict[str, dict[str, float]] = {}
     hists: dict[str, dict[str, list[float]]] = {}
     for snap in snapshots:

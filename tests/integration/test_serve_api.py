@@ -54,8 +54,10 @@ def test_ask_with_a_pattern_gives_the_answer_with_its_evidence(served: Any) -> N
 
 def test_retrieve_and_verify(served: Any) -> None:
     res = served.post(f"/v1/kgs/{served.kg}/retrieve", served.keys["read"],
-                      json={"pattern": {"triples": [["UNKNOWN film 1", "starred_actors", "Al Pacino"]]}, "k": 10}).json()
-    assert {a["name"] for a in res["answers"] if a["gsd"] < 1e-6} == {"Heat", "The Insider", "Scarface", "Carlito's Way"}
+                      json={"pattern": {"triples": [["UNKNOWN film 1", "starred_actors", "Al Pacino"]]},
+                            "k": 10}).json()
+    exact = {a["name"] for a in res["answers"] if a["gsd"] < 1e-6}
+    assert exact == {"Heat", "The Insider", "Scarface", "Carlito's Way"}
     assert res["exact"] is True and res["subgraphs"][0]["gsd"] == pytest.approx(0.0, abs=1e-6)
     v = served.post(f"/v1/kgs/{served.kg}/verify", served.keys["read"],
                     json={"claim": "Heat was directed by Michael Mann",
@@ -75,7 +77,8 @@ def test_entity_search_ranks_and_pages(served: Any) -> None:
     assert next(e for e in got["entities"] if e["name"] == "Al Pacino")["degree"] == 4
     first = served.get(url, served.keys["read"], params={"q": "a", "limit": 3}).json()
     second = served.get(url, served.keys["read"], params={"q": "a", "limit": 3, "offset": 3}).json()
-    assert first["next_offset"] == 3 and not {e["eid"] for e in first["entities"]} & {e["eid"] for e in second["entities"]}
+    assert first["next_offset"] == 3
+    assert not {e["eid"] for e in first["entities"]} & {e["eid"] for e in second["entities"]}
     assert served.get(url, served.keys["read"], params={"q": "zzzz"}).json() == {"entities": [], "next_offset": None}
 
 
@@ -97,10 +100,12 @@ def test_neighbourhood_pages_cover_every_triple_once(served: Any) -> None:
 
 
 def test_problems_carry_the_engine_error_type_and_where(served: Any) -> None:
-    r = served.post("/v1/kgs/no_such_kg_here/ask", served.keys["all"], json={"question": "x", "pattern": DIRECTED_BY_HEAT})
+    r = served.post("/v1/kgs/no_such_kg_here/ask", served.keys["all"],
+                    json={"question": "x", "pattern": DIRECTED_BY_HEAT})
     assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
     p = r.json()
-    assert p["error_type"] == "KGNotFoundError" and p["where"] == "POST /v1/kgs/{kg}/ask" and "no_such_kg_here" in p["detail"]
+    assert p["error_type"] == "KGNotFoundError" and p["where"] == "POST /v1/kgs/{kg}/ask"
+    assert "no_such_kg_here" in p["detail"]
     r = served.post(f"/v1/kgs/{served.kg}/ask", served.keys["read"], json={"question": "x", "pattern": {"triples": []}})
     assert r.status_code == 422 and r.json()["error_type"].startswith("Pattern")
     r = served.post(f"/v1/kgs/{served.kg}/ask", served.keys["read"], json={"question": "who directed Heat"})
@@ -121,7 +126,8 @@ def test_apply_is_seen_by_the_next_request_and_check_needs_admin(served: Any, tm
                       json={"pattern": {"triples": [["UNKNOWN 1", "directed_by", "Michael Mann"]]}, "k": 10}).json()
     assert "Miami Vice" in {a["name"] for a in ans["answers"]} and ans["kg_version"] == before + 1
     bad = served.post(f"/v1/kgs/{served.kg}/apply", served.keys["write"], content='{"op": "explode"}\n')
-    assert bad.status_code == 422 and served.get(f"/v1/kgs/{served.kg}/version", served.keys["read"]).json()["seq"] == before + 1
+    assert bad.status_code == 422
+    assert served.get(f"/v1/kgs/{served.kg}/version", served.keys["read"]).json()["seq"] == before + 1
     assert served.post(f"/v1/kgs/{served.kg}/check", served.keys["write"], json={}).status_code == 403
     chk = served.post(f"/v1/kgs/{served.kg}/check", served.keys["admin"], json={"repair": False})
     assert chk.status_code == 200 and chk.json()["ok"] is True
