@@ -47,6 +47,7 @@ class Metrics:
         self.gauges: dict[str, dict[str, float]] = {}  # counters read from elsewhere (set, not added)
         self.dir = state_dir / "metrics" if state_dir is not None else None
         self._flushed = 0.0
+        self._flush_lock = threading.Lock()
 
     def inc(self, name: str, labels: Mapping[str, str], value: float = 1.0) -> None:
         with self._lock:
@@ -86,11 +87,12 @@ class Metrics:
         now = time.monotonic()
         if self.dir is None or not force and now - self._flushed < FLUSH_S:
             return
-        self._flushed = now
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(self.snapshot()))
-        os.replace(tmp, self.dir / f"{os.getpid()}.json")
+        with self._flush_lock:  # the event loop's thread and a scrape's may flush at once
+            self._flushed = now
+            self.dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.dir / f".{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(self.snapshot()))
+            os.replace(tmp, self.dir / f"{os.getpid()}.json")
 
     def gather(self) -> list[dict[str, Any]]:
         """The snapshots of every live worker (this one's taken now); files of dead workers are removed."""
