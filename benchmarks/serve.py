@@ -216,6 +216,33 @@ def in_process(engines: dict[str, Any], mix: list[tuple[str, str, dict[str, Any]
             "by_workload": {k: round(1000 * percentile(v, 50), 2) for k, v in lat.items()}}
 
 
+def paired(srv: Server, engines: dict[str, Any], mix: list[tuple[str, str, dict[str, Any]]], n: int) -> dict[str, Any]:
+    """Each call of the mix over HTTP (one client, keep-alive, not streamed) and in this process, one after the
+    other (the order alternating), so that both see the same load: this machine's load moves within seconds."""
+    import httpx
+
+    http: list[float] = []
+    local: list[float] = []
+    with httpx.Client(base_url=srv.url, timeout=120, headers={"Authorization": f"Bearer {srv.key}"}) as client:
+        for i in range(n):
+            kg, kind, body = mix[i % len(mix)]
+            route = "retrieve" if "retrieve" in kind else "ask"
+            one = {k: v for k, v in body.items() if k != "stream"}
+
+            def over_http() -> None:
+                t0 = time.perf_counter()
+                client.post(f"/v1/kgs/{kg}/{route}", json=one).raise_for_status()
+                http.append(time.perf_counter() - t0)
+
+            def here() -> None:
+                local.append(in_process(engines, [(kg, kind, body)], 1)["p50_ms"] / 1000)
+
+            for step in ((over_http, here) if i % 2 == 0 else (here, over_http)):
+                step()
+    return {"n": n, "http_p50_ms": round(1000 * percentile(http, 50), 2),
+            "inprocess_p50_ms": round(1000 * percentile(local, 50), 2)}
+
+
 # -- the explorer in headless Chromium ---------------------------------------------------------------------------
 def chromium() -> Any:
     from selenium import webdriver
@@ -296,6 +323,74 @@ def _wait(d: Any, script: str, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
+def measure(result: dict[str, Any], srv: Server, engines: dict[str, Any], mix: list[tuple[str, str, dict[str, Any]]],
+            levels: list[int], per_level: int, rss_requests: int) -> None:
+    """The levels of clients, the in-process and paired baselines, the RSS run: into ``result``."""
+    asyncio.run(run_level(srv, mix, min(8, levels[-1]), min(len(mix), 80)))  # warm: models, caches, pools
+    in_process(engines, mix, min(len(mix), 80))  # the in-process engines warm up the same way
+    base = in_process(engines, mix, min(len(mix), per_level))
+    pair = paired(srv, engines, mix, min(len(mix), per_level))
+    result["paired_at_1"] = pair
+    print(f"one client, each call over HTTP then in process: p50 {pair['http_p50_ms']} ms against "
+          f"{pair['inprocess_p50_ms']} ms", flush=True)
+    for c in levels:
+        lvl = asyncio.run(run_level(srv, mix, c, per_level))
+        lvl["inprocess_p50_ms"] = pair["inprocess_p50_ms"] if c == 1 else base["p50_ms"]
+        if c == 1:
+            lvl["paired_http_p50_ms"] = pair["http_p50_ms"]  # the same calls, not streamed, beside in-process
+        result["levels"][str(c)] = lvl
+        print(f"clients {c:>3}: {lvl['qps']:.1f} req/s, p50 {lvl['p50_ms']:.1f} ms (in process "
+              f"{base['p50_ms']:.1f}), p99 {lvl['p99_ms']:.1f} ms, errors {lvl['errors']}, first event "
+              f"{lvl['first_event_ms']} ms, RSS +{lvl['rss_growth_mb']} MB", flush=True)
+    result["inprocess"] = base
+    if rss_requests:
+        r0 = srv.rss_mb()
+        run = asyncio.run(run_level(srv, mix, 8, rss_requests))
+        result["rss"] = {"requests": rss_requests, "start_mb": round(r0, 1), "end_mb": round(srv.rss_mb(), 1),
+                         "growth_mb": run["rss_growth_mb"], "errors": run["errors"], "qps": run["qps"]}
+        print(f"RSS over {rss_requests:,} requests: {r0:.0f} -> {srv.rss_mb():.0f} MB", flush=True)
+
+
+def draw_phase(result: dict[str, Any], args: argparse.Namespace, srv: Server, star_kg: str, hub: int, star_n: int,
+               demo_kg: str) -> None:
+    """The explorer's draw time (and the libraries compared, the screenshot) in headless Chromium."""
+    d = chromium()
+    if d is None:
+        print("no chromium / chromedriver: the draw time is not measured", flush=True)
+        result["draw_5000_ms"] = None
+    else:
+        try:
+            draw = explorer_draw(d, srv, star_kg, hub, 1 if args.smoke else 3)
+            result["draw"] = draw
+            result["draw_5000_ms"] = draw["draw_ms"] if star_n == 5_000 else None
+            print(f"explorer: {draw['nodes']:,} nodes drawn in {draw['draw_ms']} ms (every page), zoom frame "
+                  f"{draw['zoom_frame_ms']} ms", flush=True)
+            if args.compare_draw:
+                result["draw_compare"] = compare_draw(d, star_n, 3)
+                print(f"draw compare: {result['draw_compare']}", flush=True)
+            if args.screenshot and not args.smoke:
+                screenshot(d, srv, demo_kg, args.screenshot)
+                print(f"screenshot: {args.screenshot}", flush=True)
+        finally:
+            d.quit()
+
+
+def targets(result: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets beside the figures of this run."""
+    lv = result["levels"]
+    pair = result["paired_at_1"]
+    checks: dict[str, Any] = {"p50_ratio_at_1": round(pair["http_p50_ms"] / pair["inprocess_p50_ms"], 3)}
+    if "8" in lv:
+        checks["qps_8_over_1"] = round(lv["8"]["qps"] / lv["1"]["qps"], 2)
+    if "64" in lv:
+        checks["errors_at_64"] = lv["64"]["errors"]
+    if "rss" in result:
+        checks["rss_growth_mb"] = result["rss"]["growth_mb"]
+    if lv["1"].get("first_event_share") is not None:
+        checks["first_event_share"] = lv["1"]["first_event_share"]
+    return {k: {"value": v, "target": TARGETS[k]} for k, v in checks.items()}
+
+
 # -- the run --------------------------------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -354,42 +449,8 @@ def main() -> None:
     srv = Server(args.workers, tmp, [*engines, star.kg])
     result: dict[str, Any] = {"workers": args.workers, "mix": sorted({k for _, k, _ in mix}), "levels": {}}
     try:
-        asyncio.run(run_level(srv, mix, min(8, levels[-1]), min(len(mix), 80)))  # warm: models, caches, pools
-        in_process(engines, mix, min(len(mix), 80))  # the in-process engines warm up the same way
-        base = in_process(engines, mix, min(len(mix), per_level))
-        for c in levels:
-            lvl = asyncio.run(run_level(srv, mix, c, per_level))
-            lvl["inprocess_p50_ms"] = base["p50_ms"]
-            result["levels"][str(c)] = lvl
-            print(f"clients {c:>3}: {lvl['qps']:.1f} req/s, p50 {lvl['p50_ms']:.1f} ms (in process "
-                  f"{base['p50_ms']:.1f}), p99 {lvl['p99_ms']:.1f} ms, errors {lvl['errors']}, first event "
-                  f"{lvl['first_event_ms']} ms, RSS +{lvl['rss_growth_mb']} MB", flush=True)
-        result["inprocess"] = base
-        if rss_requests:
-            r0 = srv.rss_mb()
-            run = asyncio.run(run_level(srv, mix, 8, rss_requests))
-            result["rss"] = {"requests": rss_requests, "start_mb": round(r0, 1), "end_mb": round(srv.rss_mb(), 1),
-                             "growth_mb": run["rss_growth_mb"], "errors": run["errors"], "qps": run["qps"]}
-            print(f"RSS over {rss_requests:,} requests: {r0:.0f} -> {srv.rss_mb():.0f} MB", flush=True)
-        d = chromium()
-        if d is None:
-            print("no chromium / chromedriver: the draw time is not measured", flush=True)
-            result["draw_5000_ms"] = None
-        else:
-            try:
-                draw = explorer_draw(d, srv, star.kg, hub, 1 if smoke else 3)
-                result["draw"] = draw
-                result["draw_5000_ms"] = draw["draw_ms"] if star_n == 5_000 else None
-                print(f"explorer: {draw['nodes']:,} nodes drawn in {draw['draw_ms']} ms (every page), zoom frame "
-                      f"{draw['zoom_frame_ms']} ms", flush=True)
-                if args.compare_draw:
-                    result["draw_compare"] = compare_draw(d, star_n, 3)
-                    print(f"draw compare: {result['draw_compare']}", flush=True)
-                if args.screenshot and not smoke:
-                    screenshot(d, srv, demo_kg, args.screenshot)
-                    print(f"screenshot: {args.screenshot}", flush=True)
-            finally:
-                d.quit()
+        measure(result, srv, engines, mix, levels, per_level, rss_requests)
+        draw_phase(result, args, srv, star.kg, hub, star_n, demo_kg)
     finally:
         srv.stop()
         star.drop()
@@ -399,18 +460,7 @@ def main() -> None:
         for e in [*engines.values(), star]:
             e.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    lv = result["levels"]
-    checks: dict[str, Any] = {"p50_ratio_at_1": round(lv["1"]["p50_ms"] / lv["1"]["inprocess_p50_ms"], 3)}
-    if "8" in lv:
-        checks["qps_8_over_1"] = round(lv["8"]["qps"] / lv["1"]["qps"], 2)
-    if "64" in lv:
-        checks["errors_at_64"] = lv["64"]["errors"]
-    if "rss" in result:
-        checks["rss_growth_mb"] = result["rss"]["growth_mb"]
-    shares = [x["first_event_share"] for x in lv.values() if x.get("first_event_share") is not None]
-    if shares:
-        checks["first_event_share"] = max(shares)
-    result["targets"] = {k: {"value": v, "target": TARGETS[k]} for k, v in checks.items()}
+    result["targets"] = targets(result)
     end = os.getloadavg()
     result["load_average"] = {"start": [round(x, 2) for x in load], "end": [round(x, 2) for x in end]}
     emit("serve_smoke" if smoke else "serve_quick" if quick else "serve", result)

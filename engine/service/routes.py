@@ -75,49 +75,70 @@ def _error_class(name: str | None) -> type[BaseException]:
     return cls if isinstance(cls, type) and issubclass(cls, BaseException) else IsoragError
 
 
-def make_router(svc: Service) -> APIRouter:
-    """The ``/v1`` routes over the service ``svc``."""
-    router = APIRouter(prefix="/v1", dependencies=[Security(bearer), Security(header_key)])
-    lim = svc.settings.limits
+class _Checks:
+    """What every route does before the engine works: the key (``engine``), the limits, the time limit (``call``)."""
 
-    async def call(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    def __init__(self, svc: Service) -> None:
+        self.svc, self.lim = svc, svc.settings.limits
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         """``fn`` in a worker thread, within the request time limit (504 past it)."""
+        lim = self.lim
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kw), lim.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             raise DeadlineExceeded(f"the request ran past the server's limit of {lim.timeout_s:g} s") from None
 
-    def text_limit(text: str, what: str) -> str:
+    def text(self, text: str, what: str) -> str:
         if not text.strip():
             raise InputError(f"{what}: empty text")
-        if len(text) > lim.question_chars:
+        if len(text) > self.lim.question_chars:
             raise Problem(413, "LimitExceeded", f"{what} of {len(text):,} characters; the limit is "
-                          f"{lim.question_chars:,}", limit="question_chars")
+                          f"{self.lim.question_chars:,}", limit="question_chars")
         return text
 
-    def pattern_limit(p: PatternIn) -> PatternIn:
+    def pattern(self, p: PatternIn) -> PatternIn:
         if p is None:
             return None
         from engine.retrieval.retriever import as_pattern
 
         pat = as_pattern(p)
-        if len(pat.edges) > lim.pattern_triples:
+        if len(pat.edges) > self.lim.pattern_triples:
             raise Problem(413, "LimitExceeded", f"a pattern of {len(pat.edges)} triples; the limit is "
-                          f"{lim.pattern_triples}", limit="pattern_triples")
+                          f"{self.lim.pattern_triples}", limit="pattern_triples")
         return pat.to_json()
 
-    def k_limit(k: int | None) -> int | None:
-        if k is not None and k > lim.k:
-            raise Problem(413, "LimitExceeded", f"k={k:,}; the limit is {lim.k:,} subgraphs", limit="k")
+    def k(self, k: int | None) -> int | None:
+        if k is not None and k > self.lim.k:
+            raise Problem(413, "LimitExceeded", f"k={k:,}; the limit is {self.lim.k:,} subgraphs", limit="k")
         return k
 
-    def deadline(asked: float | None) -> dict[str, Any]:
-        return {"deadline_s": min(asked or lim.timeout_s, lim.timeout_s)}
+    def page(self, limit: int) -> int:
+        if limit > self.lim.page:
+            raise Problem(413, "LimitExceeded", f"limit={limit:,}; a page holds at most {self.lim.page:,}",
+                          limit="page")
+        return limit
 
-    async def engine(request: Request, kg: str, role: str) -> Engine:
-        svc.guard.require(request, kg, role)
-        return svc.pool.get(kg)
+    def deadline(self, asked: float | None) -> dict[str, Any]:
+        return {"deadline_s": min(asked or self.lim.timeout_s, self.lim.timeout_s)}
 
+    async def engine(self, request: Request, kg: str, role: str) -> Engine:
+        self.svc.guard.require(request, kg, role)
+        return self.svc.pool.get(kg)
+
+
+def make_router(svc: Service) -> APIRouter:
+    """The ``/v1`` routes over the service ``svc``."""
+    router = APIRouter(prefix="/v1", dependencies=[Security(bearer), Security(header_key)])
+    checks = _Checks(svc)
+    _kg_routes(router, svc, checks)
+    _query_routes(router, svc, checks)
+    _browse_routes(router, checks)
+    _write_routes(router, svc, checks)
+    return router
+
+
+def _kg_routes(router: APIRouter, svc: Service, c: _Checks) -> None:
     @router.get("/whoami", summary="the key of this request: id, role, KGs")
     async def whoami(request: Request) -> dict[str, Any]:
         who = svc.guard.principal(request)
@@ -126,30 +147,32 @@ def make_router(svc: Service) -> APIRouter:
     @router.get("/kgs", summary="the KGs this key may read, with their versions")
     async def kgs(request: Request) -> dict[str, Any]:
         who = svc.guard.principal(request)
-        rows = await call(lambda: svc.pool.any().list_kgs())
+        rows = await c.call(lambda: svc.pool.any().list_kgs())
         return {"kgs": [r for r in rows if who.allows(r["kg"], "read")]}
 
     @router.get("/kgs/{kg}/stats", summary="counts of both stores, whether they agree, and the KG's version")
     async def stats(request: Request, kg: str) -> Response:
-        eng = await engine(request, kg, "read")
-        return _ok(await call(eng.stats))
+        eng = await c.engine(request, kg, "read")
+        return _ok(await c.call(eng.stats))
 
     @router.get("/kgs/{kg}/version", summary="the KG's version: change sets and loads applied")
     async def version(request: Request, kg: str) -> dict[str, Any]:
-        eng = await engine(request, kg, "read")
-        return await call(eng.version)
+        eng = await c.engine(request, kg, "read")
+        return await c.call(eng.version)
 
+
+def _query_routes(router: APIRouter, svc: Service, c: _Checks) -> None:
     @router.post("/kgs/{kg}/ask", summary="answer a question, with its evidence (stream=true: server-sent events)")
     async def ask(request: Request, kg: str, body: AskBody) -> Response:
-        eng = await engine(request, kg, "read")
-        q = text_limit(body.question, "question")
-        kw = dict(pattern=pattern_limit(body.pattern), k=k_limit(body.k), route=body.route, raise_errors=False,
-                  **deadline(body.deadline_s))
-        await call(eng.require_kg)
+        eng = await c.engine(request, kg, "read")
+        q = c.text(body.question, "question")
+        kw = dict(pattern=c.pattern(body.pattern), k=c.k(body.k), route=body.route, raise_errors=False,
+                  **c.deadline(body.deadline_s))
+        await c.call(eng.require_kg)
         if body.stream:
-            return StreamingResponse(_events(svc, eng, q, kw, lim.timeout_s), media_type=sse.MEDIA_TYPE,
+            return StreamingResponse(_events(svc, eng, q, kw, c.lim.timeout_s), media_type=sse.MEDIA_TYPE,
                                      headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-        ans = await call(eng.ask, q, **kw)
+        ans = await c.call(eng.ask, q, **kw)
         svc.metrics.stages("ask", ans.timings)
         if ans.failed_stage:
             raise _failed(ans.error_type, ans.error, f"ask: {ans.failed_stage}")
@@ -158,103 +181,92 @@ def make_router(svc: Service) -> APIRouter:
     @router.post("/kgs/{kg}/retrieve", summary="exact top-k subgraphs (GSD) of a pattern, or of a question's "
                                                "learned pattern")
     async def retrieve(request: Request, kg: str, body: RetrieveBody) -> Response:
-        eng = await engine(request, kg, "read")
+        eng = await c.engine(request, kg, "read")
         match = {f: getattr(body, f) for f in ("k_node", "k_rel", "injective", "directed")
                  if getattr(body, f) is not None}
-        match.update(deadline(body.deadline_s))
+        match.update(c.deadline(body.deadline_s))
         out: dict[str, Any] = {}
         if (body.pattern is None) == (body.text is None):
             raise InputError("retrieve: give a pattern or a text (one of them)")
-        pattern = pattern_limit(body.pattern)
+        pattern = c.pattern(body.pattern)
         if body.text is not None:
-            prop = await call(eng.propose, text_limit(body.text, "text"))
+            prop = await c.call(eng.propose, c.text(body.text, "text"))
             if prop.pattern is None:
                 raise InputError(f"retrieve: the learned generator has no pattern for {body.text!r}")
             pattern = prop.pattern.to_json()
             out["proposal"] = prop.to_dict()
-        res = await call(eng.retrieve, pattern, k_limit(body.k), **match)
+        res = await c.call(eng.retrieve, pattern, c.k(body.k), **match)
         svc.metrics.stages("retrieve", res.timings)
         return _ok({**res.to_dict(), **out})
 
     @router.post("/kgs/{kg}/verify", summary="check a claim: SUPPORTED, REFUTED or NOT_ENOUGH_INFO, with evidence")
     async def verify(request: Request, kg: str, body: VerifyBody) -> Response:
-        eng = await engine(request, kg, "read")
-        claim = text_limit(body.claim, "claim")
-        await call(eng.require_kg)
-        v = await call(eng.verify, claim, pattern=pattern_limit(body.pattern), k=k_limit(body.k),
-                       threshold=body.threshold, route=body.route, raise_errors=False, **deadline(body.deadline_s))
+        eng = await c.engine(request, kg, "read")
+        claim = c.text(body.claim, "claim")
+        await c.call(eng.require_kg)
+        v = await c.call(eng.verify, claim, pattern=c.pattern(body.pattern), k=c.k(body.k),
+                       threshold=body.threshold, route=body.route, raise_errors=False, **c.deadline(body.deadline_s))
         svc.metrics.stages("verify", v.timings)
         if v.failed_stage:
             raise _failed(v.error_type, v.error, f"verify: {v.failed_stage}")
         return _ok(v.to_dict())
 
-    _browse_routes(router, svc, engine, call, text_limit)
-    _write_routes(router, svc, engine, call)
-    return router
 
-
-def _browse_routes(router: APIRouter, svc: Service, engine: Any, call: Any, text_limit: Any) -> None:
-    lim = svc.settings.limits
-
-    def page(limit: int) -> int:
-        if limit > lim.page:
-            raise Problem(413, "LimitExceeded", f"limit={limit:,}; a page holds at most {lim.page:,}", limit="page")
-        return limit
-
+def _browse_routes(router: APIRouter, c: _Checks) -> None:
     @router.get("/kgs/{kg}/entities", summary="entities whose name contains q (case folded), best first; paged")
     async def search(request: Request, kg: str, q: str = Query(..., description="text to look for"),
                      limit: int = Query(20, ge=1), offset: int = Query(0, ge=0)) -> Response:
-        eng = await engine(request, kg, "read")
-        return _ok(await call(eng.search_entities, text_limit(q, "search"), limit=page(limit), offset=offset))
+        eng = await c.engine(request, kg, "read")
+        return _ok(await c.call(eng.search_entities, c.text(q, "search"), limit=c.page(limit), offset=offset))
 
     @router.get("/kgs/{kg}/entities/{eid}/neighbourhood",
                 summary="one page of the triples around an entity; read pages until next_offset is null")
     async def neighbourhood(request: Request, kg: str, eid: int, limit: int = Query(500, ge=1),
                             offset: int = Query(0, ge=0)) -> Response:
-        eng = await engine(request, kg, "read")
-        return _ok(await call(eng.neighbourhood, eid, limit=page(limit), offset=offset))
+        eng = await c.engine(request, kg, "read")
+        return _ok(await c.call(eng.neighbourhood, eid, limit=c.page(limit), offset=offset))
 
 
-def _write_routes(router: APIRouter, svc: Service, engine: Any, call: Any) -> None:
+def _write_routes(router: APIRouter, svc: Service, c: _Checks) -> None:
     @router.post("/kgs/{kg}/apply", summary="apply a change set (JSON Lines body) to both stores; role write")
     async def apply(request: Request, kg: str) -> Response:
-        eng = await engine(request, kg, "write")
+        eng = await c.engine(request, kg, "write")
         data = await request.body()
         path = svc.spool(data, ".jsonl")
         try:
-            report = await call(eng.apply, path, strict=True, progress=False)
+            report = await c.call(eng.apply, path, strict=True, progress=False)
         finally:
             path.unlink(missing_ok=True)
         return _ok(report.to_dict())
 
     @router.post("/kgs/{kg}/check", summary="compare the stores in full (repair: make Milvus agree); role admin")
     async def check(request: Request, kg: str, body: CheckBody) -> Response:
-        eng = await engine(request, kg, "admin")
-        report = await call(eng.check, repair=body.repair, deep=body.deep, progress=False)
+        eng = await c.engine(request, kg, "admin")
+        report = await c.call(eng.check, repair=body.repair, deep=body.deep, progress=False)
         return _ok(report.to_dict())
 
     @router.post("/kgs/{kg}/jobs", status_code=202,
                  summary="submit a claims file (JSON Lines or CSV body) to verify in the background; role write")
     async def submit(request: Request, kg: str, format: Literal["jsonl", "csv"] = "jsonl") -> dict[str, Any]:
-        eng = await engine(request, kg, "write")
+        eng = await c.engine(request, kg, "write")
         data = await request.body()
-        await call(eng.require_kg)
-        return await call(svc.jobs.submit, kg, data, format)
+        await c.call(eng.require_kg)
+        return await c.call(svc.jobs.submit, kg, data, format)
 
     @router.get("/kgs/{kg}/jobs", summary="the KG's verification jobs with their progress")
     async def jobs(request: Request, kg: str) -> dict[str, Any]:
-        await engine(request, kg, "read")
-        return {"jobs": await call(svc.jobs.jobs_of, kg)}
+        await c.engine(request, kg, "read")
+        return {"jobs": await c.call(svc.jobs.jobs_of, kg)}
 
     @router.get("/kgs/{kg}/jobs/{job_id}", summary="a job's status and progress (done of claims)")
     async def job(request: Request, kg: str, job_id: str) -> dict[str, Any]:
-        await engine(request, kg, "read")
-        return await call(svc.jobs.get, kg, _job_id(job_id))
+        await c.engine(request, kg, "read")
+        return await c.call(svc.jobs.get, kg, _job_id(job_id))
 
     @router.get("/kgs/{kg}/jobs/{job_id}/results", summary="the verdicts so far, one JSON object a line")
     async def results(request: Request, kg: str, job_id: str) -> FileResponse:
-        await engine(request, kg, "read")
-        path = await call(svc.jobs.results_path, kg, _job_id(job_id))
+        await c.engine(request, kg, "read")
+        path = await c.call(svc.jobs.results_path, kg, _job_id(job_id))
         if not path.exists():
             path.touch()
         return FileResponse(path, media_type="application/x-ndjson")
