@@ -62,6 +62,8 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s.add_argument("--cors-origin", type=_origin, action="append", default=[], metavar="ORIGIN",
                    help="a browser origin allowed to call the API (repeatable; default none: CORS off)")
     s.add_argument("--no-llm", action="store_true", help="do not use the LLM even when one is configured")
+    s.add_argument("--concurrency", type=int_type(1, 1024), default=8,
+                   help="engine calls at once per worker; more requests wait their turn (default 8)")
     s.add_argument("--job-concurrency", type=int_type(1, 64), default=2, help="claims verified at once per job")
     s.add_argument("--max-body", type=int_type(1, 1 << 30), help="largest JSON body in bytes (default 1 MiB)")
     s.add_argument("--max-upload", type=int_type(1, 1 << 34),
@@ -96,7 +98,8 @@ def _settings(args: argparse.Namespace) -> Any:
         lim["timeout_s"] = args.timeout
     return ServiceSettings(host=args.host, port=args.port, workers=args.workers, auth=not args.no_auth,
                            keys=args.keys, state_dir=args.state_dir, cors_origins=tuple(args.cors_origin),
-                           llm=not args.no_llm, job_concurrency=args.job_concurrency, limits=Limits(**lim))
+                           llm=not args.no_llm, job_concurrency=args.job_concurrency, concurrency=args.concurrency,
+                           limits=Limits(**lim))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

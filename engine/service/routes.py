@@ -80,12 +80,19 @@ class _Checks:
 
     def __init__(self, svc: Service) -> None:
         self.svc, self.lim = svc, svc.settings.limits
+        self.gate = asyncio.Semaphore(svc.settings.concurrency)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        """``fn`` in a worker thread, within the request time limit (504 past it)."""
+        """``fn`` in a worker thread once one of the ``concurrency`` slots is free, the wait and the work within
+        the request time limit (504 past it)."""
         lim = self.lim
+
+        async def gated() -> T:
+            async with self.gate:
+                return await asyncio.to_thread(fn, *args, **kw)
+
         try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kw), lim.timeout_s)
+            return await asyncio.wait_for(gated(), lim.timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             raise DeadlineExceeded(f"the request ran past the server's limit of {lim.timeout_s:g} s") from None
 

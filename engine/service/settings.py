@@ -71,7 +71,8 @@ class ServiceSettings:
     ``$ISORAG_HOME/service/keys.json``); ``state_dir``: jobs and metrics files shared by the workers (None:
     ``$ISORAG_HOME/service``); ``cors_origins``: origins allowed to call from a browser (none: CORS off);
     ``llm``: use the LLM the environment configures (``ISORAG_LLM_*``); ``job_concurrency``: claims verified at
-    once per job."""
+    once per job; ``concurrency``: engine calls at once per worker (past it, requests wait their turn: on a small
+    machine more at once only slows every one of them, see docs/serve.md)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -82,6 +83,7 @@ class ServiceSettings:
     cors_origins: tuple[str, ...] = ()
     llm: bool = True
     job_concurrency: int = 2
+    concurrency: int = 8
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
@@ -94,6 +96,9 @@ class ServiceSettings:
             raise ConfigError(f"port must be an integer from 0 to 65535, got {self.port!r}")
         if not isinstance(self.job_concurrency, int) or not 1 <= self.job_concurrency <= 64:
             raise ConfigError(f"job concurrency must be an integer from 1 to 64, got {self.job_concurrency!r}")
+        c = self.concurrency
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 1024:
+            raise ConfigError(f"concurrency must be an integer from 1 to 1024, got {self.concurrency!r}")
         for origin in self.cors_origins:
             if origin == "*" or not origin.startswith(("http://", "https://")):
                 raise ConfigError(f"CORS origin {origin!r}: list each origin as scheme://host[:port] ('*' is refused)")
