@@ -71,8 +71,8 @@ class ServiceSettings:
     ``$ISORAG_HOME/service/keys.json``); ``state_dir``: jobs and metrics files shared by the workers (None:
     ``$ISORAG_HOME/service``); ``cors_origins``: origins allowed to call from a browser (none: CORS off);
     ``llm``: use the LLM the environment configures (``ISORAG_LLM_*``); ``job_concurrency``: claims verified at
-    once per job; ``concurrency``: engine calls at once per worker (past it, requests wait their turn: on a small
-    machine more at once only slows every one of them, see docs/serve.md)."""
+    once per job; ``concurrency``: engine calls at once per worker (past it, requests wait their turn, so that a
+    burst does not start more threads than the machine serves)."""
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
