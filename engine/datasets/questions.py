@@ -54,11 +54,12 @@ def text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                                                    f"{e.start + 1}") from None
 
 
-def detect_format(path: str | Path) -> str:
-    """The file's format: ``jsonl`` by its suffix, else by its first line that is not blank (an object:
-    ``jsonl``; three tab-separated fields, the third a ``#``-path: ``pathquestion``; else ``metaqa``)."""
+def detect_format(path: str | Path, *, by_suffix: bool = True) -> str:
+    """The file's format: ``jsonl`` by its suffix (unless ``by_suffix=False``), else by its first line that is
+    not blank (an object: ``jsonl``; three tab-separated fields, the third a ``#``-path: ``pathquestion``; else
+    ``metaqa``)."""
     path = Path(path)
-    if path.suffix.lower() in JSONL_SUFFIXES:
+    if by_suffix and path.suffix.lower() in JSONL_SUFFIXES:
         return "jsonl"
     first = next((line for _, line in text_lines(path) if line.strip()), "")
     if first.lstrip().startswith("{"):

@@ -135,7 +135,7 @@ def read_items(path: str | Path, limit: int | None = None) -> list[dict[str, Any
     from engine.datasets.questions import detect_format, question_rows
 
     path = Path(path)
-    fmt = detect_format(path)
+    fmt = detect_format(path, by_suffix=False)  # a ground-truth file says what it is by its content
     name = _FORMAT_NAMES[fmt]
     parse = {"jsonl": _synth_item, "pathquestion": _pq_item, "metaqa": _metaqa_reader(path)}[fmt]
     items: list[dict[str, Any]] = []

@@ -104,3 +104,9 @@ def test_one_skip_log_counts_into_a_report() -> None:
     assert report.skipped == 4 and report.skip_examples[-1] == "g.txt:9: unknown op: x"
     with pytest.raises(MalformedInputError):
         SkipLog(strict=True).reject("h.txt", 1, "bad")
+
+
+def test_eval_files_are_told_apart_by_content(tmp_path: Path) -> None:
+    """``isorag eval`` reads any ground-truth file by its content, whatever its name says."""
+    f = _write(tmp_path / "gold.jsonl", "who [x]\ty\n")
+    assert detect_format(f) == "jsonl" and detect_format(f, by_suffix=False) == "metaqa"
