@@ -3,6 +3,7 @@
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
     python benchmarks/metaqa.py --pattern learned [--train-from gold|qa|synth] [--limit N] [--split test --data DIR]
                                 [--no-router] [--unanswerable FILE] [--smoke]
+    python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, KG dropped after
 
 ``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (``--train-from
 gold``: its gold patterns from the question types; ``qa``: the question-answer pairs alone, relation paths found
@@ -31,32 +32,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import RESULTS, ROOT, emit, peak_rss_mb, percentile, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA as _DATA
+from _common import (DEMO, ROOT, drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_dir, smoke_metaqa,
+                     start_servers)
 
-DATA = ROOT.parent / "shared" / "data" / "metaqa"
+DATA = _DATA / "metaqa"
 UNANSWERABLE = ROOT / "benchmarks" / "data" / "metaqa_unanswerable.jsonl"
-DEMO = ROOT / "engine" / "data" / "demo"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
-    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
-    out = []
-    for line, qtype in zip(qa, qt):
-        q, ans = line.split("\t")
-        m = re.search(r"\[([^\]]+)\]", q)
-        if not m:
-            continue
-        out.append({"question": q, "topic": m.group(1), "answers": ans.split("|"), "qtype": qtype.strip(), "hops": hop})
-        if limit and len(out) >= limit:
-            break
-    return out
+    from engine.datasets.metaqa import read_questions as read_metaqa
+
+    folder = data / f"{hop}-hop"
+    return read_metaqa(folder / f"qa_{split}.txt", qtypes=folder / f"qa_{split}_qtype.txt", limit=limit, hops=hop)
 
 
 def norm(s: str) -> str:
@@ -74,7 +67,7 @@ def path_ceilings(kb: str, questions: list[dict[str, Any]]) -> tuple[float, floa
       an exact match ranks at GSD 0 -- what any ranking by GSD can expect (the KB also has triples MetaQA's
       answers do not know of, e.g. five films "directed_by Alan Cumming" for a gold answer of one).
     """
-    from metaqa_qtypes import follow_path
+    from engine.datasets.metaqa import follow_path
 
     adj: dict[tuple[str, str], set[str]] = {}
     with open(kb, encoding="utf-8") as f:
@@ -124,17 +117,25 @@ def main() -> None:
     ap.add_argument("--homomorphic", action="store_true",
                     help="allow one KG node for two pattern nodes (MetaQA's answers may repeat an intermediate)")
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
-    ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
-    args = ap.parse_args()
-    if args.smoke:
-        args.pattern, args.hops, args.kg = "learned", "1,2", f"{args.kg}_smoke"
-        args.kb = str(smoke_kb(RESULTS / "metaqa_smoke_kb.txt"))
+    ap.add_argument("--misses", default=None,
+                    help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
+    # a learned smoke run trains on 40 demo questions a hop (1 and 2 hops) on the demo triples around them
 
-    from metaqa_qtypes import gold_pattern
+    def learned(a: argparse.Namespace) -> bool:
+        return bool(a.pattern == "learned")
+
+    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()),
+                           "kb": lambda a: str(smoke_kb(smoke_dir() / "kb.txt") if learned(a)
+                                               else smoke_metaqa() / "kb.txt"),
+                           "hops": lambda a: "1,2" if learned(a) else a.hops,
+                           "kg": lambda a: "bench_smoke_metaqa_learned" if learned(a) else "bench_smoke_metaqa",
+                           "limit": 4})
+
+    from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
     cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k,
@@ -167,7 +168,7 @@ def main() -> None:
     tie_ceiling: dict[str, float] = {}
     misses = open(args.misses, "w", encoding="utf-8") if args.misses else None
     for hop in [int(h) for h in args.hops.split(",")]:
-        qs = read_questions(hop, args.split, args.limit)
+        qs = read_questions(hop, args.split, args.limit, Path(args.data))
         h1 = h3 = 0
         for q in qs:
             pattern = gold_pattern(q["qtype"], q["topic"])
@@ -221,19 +222,23 @@ def main() -> None:
     p95 = {k: round(percentile(v, 95), 2) for k, v in per_stage.items()}
     print(f"latency p50 (ms): {p50}\nlatency p95 (ms): {p95}")
     result: dict[str, Any] = {
-        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective, "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel,
-        "questions": counts, "hits1": hits1, "hits3": hits3, "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
+        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective,
+        "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel, "questions": counts, "hits1": hits1, "hits3": hits3,
+        "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
         "qps": round(n_total / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     if args.oracle:
         result["oracle"] = {
             "queries": oracle_n, "agreement": round(oracle_agree / max(oracle_n, 1), 4),
-            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2), "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
+            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2),
+            "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
             "speedup_p50": round(percentile(oracle_ms, 50) / max(percentile(matcher_ms, 50), 1e-9), 2),
         }
         print(f"oracle: {result['oracle']}")
     if misses is not None:
         misses.close()
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
     emit("metaqa", result)
 
@@ -246,7 +251,7 @@ def smoke_questions(hop: int) -> list[dict[str, Any]]:
 
 def smoke_kb(out: Path) -> Path:
     """The demo KB's triples on the gold paths of the smoke questions (a few hundred): a KG loaded in seconds."""
-    from metaqa_qtypes import relation_path
+    from engine.datasets.metaqa import relation_path
 
     triples = [line.split("|") for line in (DEMO / "kb.txt").read_text(encoding="utf-8").splitlines() if line]
     adj: dict[str, list[tuple[str, str, str]]] = {}
@@ -268,7 +273,7 @@ def smoke_kb(out: Path) -> Path:
 
 def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     from _learned import print_summary, read_unanswerable, run_learned, split, synth_records
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     from engine.retrieval.pattern import Pattern
 
@@ -309,7 +314,7 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     result = {"split": args.split, "pattern": "learned", "train_from": args.train_from, "injective": args.injective,
               "k": args.k, "smoke": args.smoke, **result, "peak_rss_mb": round(peak_rss_mb(), 1)}
     if args.smoke:
-        eng.drop()
+        drop_kg(eng)
     eng.close()
     emit(f"metaqa_learned_{args.train_from}", result)
 

@@ -1,4 +1,4 @@
-"""The stages of answering and verification, written once (SimGRAG's three steps, paper 002, DIGEST §3.1, §6.2).
+"""The stages of answering and verification, written once (SimGRAG's three steps: pattern, subgraphs, answer).
 
 ``ask``:    question --LLM (few-shot)--> pattern --retrieve--> top-k subgraphs --score--> scored triples
             --verbalize--> LLM --> :class:`~engine.answering.results.Answer`
@@ -21,8 +21,8 @@ the answer says why (``answer_source="none"``). Every step but the pattern works
 * an answer is then the entities bound to the pattern's unknown target in the best subgraphs;
 * a verdict follows the rule of :mod:`engine.answering.verification` (``method="rule"``).
 
-With a triple scorer (DESIGN §5) the scored triples of the matched subgraphs' neighbourhood join the evidence;
-when no pattern matches (or none can be had and there is no LLM) the scorer retrieves from the entities linked
+With a triple scorer (docs/triple-scorer.md) the scored triples of the matched subgraphs' neighbourhood join the
+evidence; when no pattern matches (or none can be had and there is no LLM) the scorer retrieves from the entities linked
 from the question, and without an LLM the answer is extracted from its triples (``answer_source="scorer"``).
 
 Stage failures: with ``raise_errors=True`` (the default) a failing stage raises its typed error
@@ -35,9 +35,10 @@ is invalid, or none can be had), ``generate`` (the learned generator),
 ``llm_pattern``, ``retrieve``,
 ``scoring``, ``verify`` (the rule), ``llm_answer``, ``llm_verify``.
 
-Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's ``embed``, ``vector``, ``graph`` and its
-``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``), ``llm_answer`` / ``llm_verify``,
-and ``total``. A stage's time leaves out the time the caller of a stream holds an event.
+Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's
+``embed``, ``vector``, ``graph`` and its ``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``),
+``llm_answer`` / ``llm_verify``, and ``total``. A stage's time leaves out the time the caller of a stream holds an
+event.
 """
 
 from __future__ import annotations
@@ -50,12 +51,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 from engine._config import DEFAULT_MAX_QUESTION_CHARS, MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
+from engine._timing import ms
 from engine.answering.results import (
     NOT_ENOUGH_INFO,
     REFUTED,
     SUPPORTED,
     Answer,
     PatternEvent,
+    ScoredEvent,
     SubgraphsEvent,
     TokenEvent,
     Verdict,
@@ -69,6 +72,7 @@ from engine.retrieval.retriever import as_pattern
 from engine.retrieval.verbalize import verbalize_subgraphs
 
 if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import Deferred
     from engine.learned.generator import PatternGenerator, Proposal
     from engine.retrieval.retriever import Retriever
     from engine.scoring.service import ScoringResult, ScoringService
@@ -82,6 +86,8 @@ TEXT_TIE = 0.02
 
 #: a learned pattern's best subgraph at most this far (GSD) matches it exactly: its relation path is in the KG
 EXACT_GSD = 1e-3
+#: a pattern tried from a learned beam: (its place in the beam, the pattern, its probability, what it retrieved)
+_Tried = tuple[int, Pattern, float | None, RetrievalResult]
 
 #: heads the scored triples in the evidence the LLM reads (QSRAG's confidence-annotated triples)
 SCORED_HEADER = "scored triples (confidence from the triple scorer):"
@@ -120,7 +126,7 @@ class Generate(Complete):
 class Emit:
     """An event for the caller of a streaming driver (the other drivers pass over it); the driver sends back None."""
 
-    event: PatternEvent | SubgraphsEvent | TokenEvent
+    event: PatternEvent | SubgraphsEvent | ScoredEvent | TokenEvent
 
 
 Request = Union[Call, Complete, Generate, Emit]
@@ -132,10 +138,6 @@ Steps = Generator[Request, Any, Result]
 # ---------------------------------------------------------------------------------------------------------
 # One run: the result being filled and its bookkeeping
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
 
 
 def _triples(subgraphs: Sequence[Subgraph]) -> list[list[tuple[str, str, str]]]:
@@ -171,7 +173,7 @@ class Run:
         try:
             yield
         finally:
-            self.result.timings[name] = _ms(self.clock() - t0)
+            self.result.timings[name] = ms(self.clock() - t0)
         self.stage_name = None
 
     def fail(self, exc: IsoragError) -> None:
@@ -188,7 +190,7 @@ class Run:
             raise exc
 
     def finish(self) -> Answer | Verdict:
-        self.result.timings["total"] = _ms(time.perf_counter() - self.started)
+        self.result.timings["total"] = ms(time.perf_counter() - self.started)
         usage = self.usage.snapshot()
         usage["seconds"] = round(usage["seconds"], 4)
         self.result.usage = usage
@@ -235,15 +237,15 @@ class Run:
             r.gsd = r.subgraphs[0].gsd
         t0 = time.perf_counter()
         r.evidence = verbalize_subgraphs(_triples(r.subgraphs))
-        r.timings["verbalize"] = _ms(time.perf_counter() - t0)
+        r.timings["verbalize"] = ms(time.perf_counter() - t0)
 
     def add_scored(self, sr: ScoringResult) -> bool:
         """Add the scorer's selected triples, with their confidences, to the evidence. True when there are any."""
         r = self.result
         assert isinstance(r, Answer)
         r.scored = sr
-        for name, ms in sr.timings.items():
-            r.timings[f"scoring_{name}"] = ms
+        for name, took in sr.timings.items():
+            r.timings[f"scoring_{name}"] = took
         r.warnings.extend(sr.warnings)
         if sr.triples:
             scored = SCORED_HEADER + "\n" + sr.evidence()
@@ -330,24 +332,27 @@ class Flow(Generic[Result]):
 
 
 class Pipeline:
-    """Answers and verdicts from a KG's components.
+    """Answers and verdicts from a KG's components, given to it (it never sees the Engine).
 
-    Each component is given as a function that returns it, so that it starts at first use inside the stage
-    that needs it (a KG or a store that cannot be reached fails ``retrieve``, a checkpoint that does not fit
-    fails ``scoring``):
+    Each component that starts something (a store connection, a model, a checkpoint) is a
+    :class:`~engine._protocols.Deferred`: made at first use inside the stage that needs it, once per pipeline (a KG
+    or a store that cannot be reached fails ``retrieve``, a checkpoint that does not fit fails ``scoring``):
 
-    * ``retriever()``: the KG's :class:`~engine.retrieval.retriever.Retriever`;
-    * ``llm()``: the :class:`~engine.llm.LLM`, or None (no LLM);
+    * ``retriever``: the KG's :class:`~engine.retrieval.retriever.Retriever`;
+    * ``llm``: the :class:`~engine.llm.LLM`, or None (no LLM);
     * ``fewshot(kind)``: the few-shot examples of ``kind`` (``pattern``, ``claim``, ``answer``, ``verify``);
-    * ``scorer()``: the :class:`~engine.scoring.service.ScoringService`; ``scorer=None``: no triple scorer.
+    * ``scorer``: the :class:`~engine.scoring.service.ScoringService`; ``scorer=None``: no triple scorer;
+    * ``generator``: the KG's learned :class:`~engine.learned.generator.PatternGenerator`, or None when the KG has
+      none; looked up only when a route may use it (not for ``route="llm"`` nor a given pattern).
 
-    ``kg`` names the KG in answers, ``match`` and ``verify`` are the settings a call's overrides start from.
+    ``kg`` names the KG in answers, ``match`` and ``verify`` are the settings a call's overrides start from,
+    ``route`` the default route (:mod:`engine.learned.router`).
     """
 
-    def __init__(self, *, retriever: Callable[[], Retriever], llm: Callable[[], LLM | None],
-                 fewshot: Callable[[str], list[dict[str, Any]]], scorer: Callable[[], ScoringService] | None = None,
+    def __init__(self, *, retriever: Deferred[Retriever], llm: Deferred[LLM | None],
+                 fewshot: Callable[[str], list[dict[str, Any]]], scorer: Deferred[ScoringService] | None = None,
                  kg: str = "", match: MatchSettings | None = None, verify: VerifySettings | None = None,
-                 generator: Callable[[], PatternGenerator] | None = None, route: str = "auto",
+                 generator: Deferred[PatternGenerator | None] | None = None, route: str = "auto",
                  max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS) -> None:
         from engine.learned.router import check_route
 
@@ -399,36 +404,22 @@ class Pipeline:
             if pat is not None:
                 r.pattern_source = "given"
             else:
-                beam = yield from self._route(run, r.query, route, claim=False)
+                writer, beam = yield from self._route(run, r.query, route, claim=False, scorer=scorer)
                 if beam is not None and not beam and not scorer:
                     r.text = run.cannot_answer(self.kg)
                     yield Emit(TokenEvent(r.text))
                     run.finish()
                     return r
-            # with a scorer and no LLM, a question without a pattern goes to the scorer alone
-            if pat is None and beam is None and not (scorer and self._llm() is None):
-                try:
-                    with run.stage("llm_pattern"):  # the client starts at first use
-                        pat, text = yield from self._pattern(run, r.query, "pattern")
-                    r.pattern_source = "llm"
-                except PatternError as e:
-                    if not scorer:
-                        raise
-                    r.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
-            tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
-            res = None
-            if tries:
-                with run.stage("retrieve"):
-                    n, pat, prob, res = yield from self._first_match(tries, k, match, exact=bool(beam))
-                if beam:
-                    r.pattern_probability = prob
-                    if n:
-                        r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing exactly: pattern "
-                                          f"{n + 1} (probability {prob:.3f}) answers")
-                run.set_pattern(pat, text)
-                yield Emit(PatternEvent(pat, text))
-                run.set_retrieval(res)
-                yield Emit(SubgraphsEvent(r.subgraphs, r.evidence, res))
+                if writer == "llm":
+                    try:
+                        with run.stage("llm_pattern"):  # the client starts at first use
+                            pat, text = yield from self._pattern(run, r.query, "pattern")
+                        r.pattern_source = "llm"
+                    except PatternError as e:
+                        if not scorer:
+                            raise
+                        r.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
+            res = yield from self._retrieve_tries(run, pat, text, beam, k, match)
             matched = res is not None and bool(res.subgraphs)
             scored = False
             if scorer:
@@ -436,8 +427,10 @@ class Pipeline:
                 with run.stage("scoring"):
                     sr = yield Call(self._score, (r.query, anchors))
                 scored = run.add_scored(sr)
+                if scored:
+                    yield Emit(ScoredEvent(sr))
             # a learned pattern is answered without the LLM (the router kept it to spare the LLM)
-            llm = None if r.pattern_source == "learned" else self._llm()
+            llm = None if r.pattern_source == "learned" else self._llm.get()
             if llm is not None and (matched or scored):
                 with run.stage("llm_answer"):
                     prompt = render_answer_prompt(r.query, r.evidence, self._fewshot("answer"))
@@ -453,57 +446,91 @@ class Pipeline:
         run.finish()
         return r
 
-    def _first_match(self, tries: Sequence[tuple[Pattern, float | None]], k: int | None, match: Mapping[str, Any], *,
-                     exact: bool) -> Generator[Request, Any, tuple[int, Pattern, float | None, RetrievalResult]]:
-        """``(index, pattern, probability, result)`` of the first pattern that matches; with ``exact`` (a learned
-        beam, whose named nodes are KG names) the first that matches exactly (GSD 0: its relation path is in the
-        KG), else the first that matches at all, else the first."""
-        found: tuple[int, Pattern, float | None, RetrievalResult] | None = None
-        first: tuple[int, Pattern, float | None, RetrievalResult] | None = None
-        for n, (pat, prob) in enumerate(tries):
-            res = yield Call(self._retrieve, (pat, k, match))
-            here = (n, pat, prob, res)
-            first = first or here
-            if res.subgraphs:
-                found = found or here
-                if not exact or res.subgraphs[0].gsd <= EXACT_GSD:
-                    return here
-        assert first is not None
-        return found or first
+    def _retrieve_tries(self, run: Run, pat: Pattern | None, text: str | None,
+                        beam: list[tuple[Pattern, float]] | None, k: int | None,
+                        match: Mapping[str, Any]) -> Generator[Request, Any, RetrievalResult | None]:
+        """Retrieve for the pattern, or for a learned beam pattern by pattern until one matches; None when there is
+        no pattern to retrieve for (the scorer alone answers)."""
+        r = run.result
+        assert isinstance(r, Answer)
+        tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
+        if not tries:
+            return None
+        exact = bool(beam)  # a learned beam's named nodes are KG names: its right pattern matches exactly
+        chosen: _Tried | None = None
+        found: _Tried | None = None
+        first: _Tried | None = None
+        last = 0
+        with run.stage("retrieve"):  # (the time a streaming caller holds an event is not the stage's: Run.away)
+            for last, (p_i, prob_i) in enumerate(tries):
+                # said before its retrieval, so that a streaming caller shows the pattern while the match runs (a
+                # learned beam pattern that does not answer is followed by the next one's event)
+                yield Emit(PatternEvent(p_i, text))
+                res_i = yield Call(self._retrieve, (p_i, k, match))
+                here: _Tried = (last, p_i, prob_i, res_i)
+                first = first or here
+                if res_i.subgraphs:
+                    found = found or here
+                    if not exact or res_i.subgraphs[0].gsd <= EXACT_GSD:
+                        chosen = here
+                        break
+            # the pattern that answers: the first that matches (exactly, for a learned beam), else the first that
+            # matches at all, else the first; said again when it was not the last one said
+            assert first is not None
+            n, pat, prob, res = chosen or found or first
+            if n != last:
+                yield Emit(PatternEvent(pat, text))
+        if beam:
+            r.pattern_probability = prob
+            if n:
+                r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing exactly: pattern {n + 1} "
+                                  f"(probability {prob:.3f}) answers")
+        run.set_pattern(pat, text)
+        run.set_retrieval(res)
+        yield Emit(SubgraphsEvent(r.subgraphs, r.evidence, res))
+        return res
 
-    def _route(self, run: Run, text: str, route: str, claim: bool) -> Generator[Request, Any,
-                                                                           list[tuple[Pattern, float]] | None]:
-        """The learned generator's beam for ``text`` when the router keeps it (:mod:`engine.learned.router`),
-        None when the LLM writes the pattern, an empty list when nobody should (the last warning says why)."""
-        from engine.learned.router import LEARNED, LLM, NO_GENERATOR_HELP, decide
+    def _route(self, run: Run, text: str, route: str, claim: bool, scorer: bool = False
+               ) -> Generator[Request, Any, tuple[str, list[tuple[Pattern, float]] | None]]:
+        """Who writes the pattern of ``text`` (:func:`engine.learned.router.plan`) and, when the router keeps the
+        learned generator's, its beam: ``("learned", beam)``, or ``("learned", [])`` when nobody should (no entity
+        named, no template fits, or unsure without an LLM; the last warning says why:
+        :func:`engine.learned.router.decide`); ``("llm", None)`` or ``("scorer", None)`` otherwise. The generator is
+        looked up only when the route may use it."""
+        from engine.learned.router import LEARNED, LLM, decide, plan
 
         r = run.result
-        if route == "llm" or (route == "auto" and self._generator is None):
-            return None
-        if self._generator is None:
-            run.stage_name = "pattern"
-            raise ConfigError(NO_GENERATOR_HELP)
-        with run.stage("generate"):  # the generator loads at first use
-            prop, threshold, note = yield Call(self._propose, (text, claim))
+        gen = None
+        load_ms = 0.0
+        if route != "llm" and self._generator is not None:
+            with run.stage("generate"):  # the generator's file is looked up, and loaded at first use
+                gen = yield Call(self._generator.get)
+            load_ms = r.timings.pop("generate")
+        llm = self._llm.get() if route != "learned" else None
+        writer = plan(route, generator=gen is not None, llm=llm is not None, scorer=scorer)
+        if writer != "learned":
+            return writer, None
+        with run.stage("generate"):
+            prop, threshold, note = yield Call(self._propose, (gen, text, claim))
         # disjoint stages, in the order they ran: the generate stage's clock also ran over the linking
-        stage = r.timings.pop("generate")
+        stage = r.timings.pop("generate") + load_ms
         r.timings["link"] = prop.timings["link"]
         r.timings["generate"] = round(max(stage - prop.timings["link"], 0.0), 3)
         r.proposal = prop
         r.warnings.extend(prop.warnings)
-        has_llm = route != "learned" and self._llm() is not None
+        has_llm = route != "learned" and llm is not None
         # a claim's probability is not calibrated: without an LLM its learned pattern is judged by the rule
         who, why = decide(route if not claim or has_llm else "learned", prop, threshold, has_llm, note)
         if who == LLM:
             r.warnings.append(f"{why}: the LLM writes the pattern")
-            return None
+            return "llm", None
         if who != LEARNED:
             if why and why not in r.warnings:
                 r.warnings.append(why)
-            return []
+            return "learned", []
         r.pattern_source = "learned"
         r.pattern_probability = prop.probability
-        return prop.beam
+        return "learned", prop.beam
 
     def _judge(self, run: Run, pattern: PatternLike | None, k: int | None, route: str, vs: VerifySettings,
                match: Mapping[str, Any]) -> Steps[Verdict]:
@@ -516,7 +543,7 @@ class Pipeline:
             if pat is not None:
                 v.pattern_source = "given"
             else:
-                beam = yield from self._route(run, v.claim, route, claim=True)
+                _, beam = yield from self._route(run, v.claim, route, claim=True)
                 if beam is not None and not beam:
                     v.label = NOT_ENOUGH_INFO
                     v.reason = "no pattern for the claim: " + "; ".join(v.warnings[-1:])
@@ -529,7 +556,7 @@ class Pipeline:
                         pat, text = yield from self._pattern(run, v.claim, "claim", claim=True)
                     v.pattern_source = "llm"
             run.set_pattern(pat, text)
-            llm = None if v.pattern_source == "learned" else self._llm()
+            llm = None if v.pattern_source == "learned" else self._llm.get()
             if llm is None:
                 with run.stage("verify"):
                     res, label, reason, relaxed = yield Call(self._rule, (pat, k, self._settings(match), vs))
@@ -554,8 +581,9 @@ class Pipeline:
 
     def _pattern(self, run: Run, text: str, kind: str, claim: bool = False) -> Generator[Request, Any,
                                                                                            tuple[Pattern, str]]:
-        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per prompt)."""
-        llm = self._llm()
+        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per
+        prompt)."""
+        llm = self._llm.get()
         if llm is None:
             run.stage_name = "pattern"
             raise ConfigError(NO_LLM_HELP)
@@ -572,17 +600,16 @@ class Pipeline:
         return replace(self.match, **match) if match else self.match
 
     def _retrieve(self, pattern: Pattern, k: int | None, match: Mapping[str, Any]) -> RetrievalResult:
-        return self._retriever().retrieve(pattern, k=k, settings=self._settings(match))
+        return self._retriever.get().retrieve(pattern, k=k, settings=self._settings(match))
 
     def _rule(self, pattern: Pattern, k: int | None, settings: MatchSettings,
               vs: VerifySettings) -> tuple[RetrievalResult, str, str, str | None]:
-        return judge_claim(self._retriever(), pattern, k=k, settings=settings, verify=vs)
+        return judge_claim(self._retriever.get(), pattern, k=k, settings=settings, verify=vs)
 
-    def _propose(self, text: str, claim: bool) -> tuple[Proposal, float, str]:
-        assert self._generator is not None
-        gen = self._generator()
+    @staticmethod
+    def _propose(gen: PatternGenerator, text: str, claim: bool) -> tuple[Proposal, float, str]:
         return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold, gen.threshold_note()
 
     def _score(self, query: str, anchors: list[int] | None) -> ScoringResult:
         assert self._scorer is not None
-        return self._scorer().score(query, anchors)
+        return self._scorer.get().score(query, anchors)

@@ -17,15 +17,16 @@ masked (``X``)::
 
 ``k(t)`` is the template's skeleton, its structure with the relations taken out (:meth:`Template.skeleton`): the
 model says "a chain of two relations" apart from which two, and the alignment says which. The hashed word 1-3-grams
-learn the wordings seen in training (left out for a quarter of the training questions,
-and the sentence embedding for another quarter, so that the rest of the model learns to do without them); the shape n-grams learn how questions are put together
-whatever their words (:func:`shape_ids`: "the w of x 's w" asks two relations in a chain); the sentence embedding and the alignment ``a`` carry the
-model to wordings it never saw (``a'`` compares the relations with each other: a word that names a relation less
-closely than the training words did still names it more closely than the others; ``v`` prefers the template that
-accounts for all the question's words, "the nation of X's couple" two relations, not one): ``s_r`` matches a question word to a relation name by meaning
-("couple" to ``spouse``, "nation" to ``nationality``), ``words(q)`` being its content words and word pairs
-(:func:`content_ngrams`). The *none* class is trained on questions about relations the KG lacks, made by the
-training itself (:mod:`engine.learned.unanswerable`).
+learn the wordings seen in training (left out for a quarter of the training questions, and the sentence embedding
+for another quarter, so that the rest of the model learns to do without them); the shape n-grams learn how questions
+are put together whatever their words (:func:`shape_ids`: "the w of x 's w" asks two relations in a chain); the
+sentence embedding and the alignment ``a`` carry the model to wordings it never saw (``a'`` compares the relations
+with each other: a word that names a relation less closely than the training words did still names it more closely
+than the others; ``v`` prefers the template that accounts for all the question's words, "the nation of X's couple"
+two relations, not one): ``s_r`` matches a question word to a relation name by meaning ("couple" to ``spouse``,
+"nation" to ``nationality``), ``words(q)`` being its content words and word pairs (:func:`content_ngrams`). The
+*none* class is trained on questions about relations the KG lacks, made by the training itself
+(:mod:`engine.learned.unanswerable`).
 
 A template that cannot match at the linked topics (an edge at a topic whose relation the topic entity has no
 relationship of, read from the KG in one query) gets no probability, and its share is not handed to the others:
@@ -60,6 +61,7 @@ from engine._errors import CheckpointError, InputError
 from engine.learned.linking import FEATURES, MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
+from engine._timing import ms
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -67,7 +69,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
 __all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "RelationAligner", "TemplateClassifier",
-           "TemplateRelations", "alignment", "cached_encode", "check_text", "shape_ids", "skeleton_index", "content_ngrams", "featurize", "load_generator", "relation_words", "save_generator"]
+           "TemplateRelations", "alignment", "cached_encode", "check_text", "content_ngrams", "featurize",
+           "load_generator", "relation_words", "save_generator", "shape_ids", "skeleton_index"]
 
 FORMAT = "isorag-generator/2"
 DEFAULT_BEAM = 3
@@ -398,7 +401,7 @@ def _check_templates(f: _Fields) -> list[Template]:
             if not tpl.triples or any(not (s and r) for h, r, tl in tpl.triples for s in (h, tl)):
                 raise ValueError("an empty triple or slot")
             tpl.answer_slot()
-        except Exception as e:  # noqa: BLE001 - any malformed template is the same error for the user
+        except Exception as e:  # any malformed template is the same error for the user
             raise f.bad(f"templates[{i}]", f"is not a template ({type(e).__name__}: {e})") from e
         out.append(tpl)
     return out
@@ -442,7 +445,7 @@ def _check_link(f: _Fields) -> LinkModel:
         weights = [float(w) for w in link["weights"]]
         rates = {str(k): float(v) for k, v in dict(link["template_rate"]).items()}
         max_topics = int(link.get("max_topics", 1))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # any malformed linking model is the same error for the user
         raise f.bad("link", f"is not a linking model ({type(e).__name__}: {e})") from e
     if len(weights) != len(FEATURES) or not all(math.isfinite(w) for w in weights):
         raise f.bad("link.weights", f"must be {len(FEATURES)} finite numbers")
@@ -451,7 +454,8 @@ def _check_link(f: _Fields) -> LinkModel:
     return LinkModel(weights, rates, max_topics)
 
 
-def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None) -> GeneratorCheckpoint:
+def load_generator(path: str | Path, *, kg: str | None = None,
+                   embedding_slug: str | None = None) -> GeneratorCheckpoint:
     """A generator file, checked field by field and against the KG and embedding model it is used with (a
     mismatch, or a file that is no generator, is a CheckpointError naming the file and the field)."""
     import torch
@@ -461,7 +465,7 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
         raise CheckpointError(f"no generator file at {p}: train one with `isorag train-generator`")
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is the same error for the user
+    except Exception as e:  # any unreadable file is the same error for the user
         raise CheckpointError(f"{p}: not a generator file ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else None
@@ -674,7 +678,7 @@ class PatternGenerator:
         if why:
             warnings.append(why)
         t2 = time.perf_counter()
-        return Proposal(text, linked, out, used, {"link": _ms(t1 - t0), "generate": _ms(t2 - t1)}, warnings, why,
+        return Proposal(text, linked, out, used, {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings, why,
                         none_p, raw, conf)
 
     def propose_claim(self, text: str) -> Proposal:
@@ -713,7 +717,7 @@ class PatternGenerator:
         t2 = time.perf_counter()
         beam = [(best[1], best[0])] if best else []
         return Proposal(text, linked, beam, [best[2]] if best else [],
-                        {"link": _ms(t1 - t0), "generate": _ms(t2 - t1)}, [why] if why else [], why, none_p)
+                        {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, [why] if why else [], why, none_p)
 
 
 def cached_encode(encode: Callable[..., Any], size: int = 20_000) -> Callable[[Sequence[str]], Any]:
@@ -735,9 +739,6 @@ def cached_encode(encode: Callable[..., Any], size: int = 20_000) -> Callable[[S
 
     return run
 
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
 
 
 def template_index(templates: Sequence[Template]) -> Mapping[Template, int]:

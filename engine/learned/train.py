@@ -7,16 +7,16 @@ relation paths that join its topic to its answers in the KG. Then, with the seed
 (:func:`engine.scoring.train.seed_everything`) and recorded in the file:
 
 1. the linking acceptance (:func:`engine.learned.linking.fit_link_model`) on the training questions' candidates;
-2. **the paths of question-answer pairs** (:func:`choose_paths`). Several relation paths often join a topic to its
-   answers (the director of a film also wrote it; a film's language is also that of the films of its director), and
-   one question alone cannot tell which one it asks. Across the training set it can: the classifier is trained to
-   put its probability on *any* of each question's paths (the marginal likelihood ``log sum_{t in paths(q)} w_t
+2. **the paths of question-answer pairs** (:func:`choose_paths`). Several relation paths often join a topic to
+   its answers (the director of a film also wrote it; a film's language is also that of the films of its director),
+   and one question alone cannot tell which one it asks. Across the training set it can: the classifier is trained
+   to put its probability on *any* of each question's paths (the marginal likelihood ``log sum_{t in paths(q)} w_t
    p(t | q)``, ``w_t`` the F1 of path ``t`` against the question's answers: the share of them it reaches and the
-   share of what it reaches that they are, times how well the question's words name its relations). Questions worded alike share one prediction,
-   so the path that explains all of them gets the mass and a path that reaches one question's answers by
-   coincidence does not. Each question then takes its most probable path (the path most questions worded exactly
-   as it is took, where at least three are and most agree: its own answers may favour another path where the KG
-   lacks a triple), and the templates no question took are dropped;
+   share of what it reaches that they are, times how well the question's words name its relations). Questions worded
+   alike share one prediction, so the path that explains all of them gets the mass and a path that reaches one
+   question's answers by coincidence does not. Each question then takes its most probable path (the path most
+   questions worded exactly as it is took, where at least three are and most agree: its own answers may favour
+   another path where the KG lacks a triple), and the templates no question took are dropped;
 3. the template classifier (:class:`engine.learned.generator.TemplateClassifier`): cross-entropy, Adam, early
    stopping on the held-out questions' likelihood; its *none* class on questions about relations the KG
    lacks (:mod:`engine.learned.unanswerable`: asked in a few frames, and the training questions themselves with
@@ -194,12 +194,12 @@ def read_records(path: str | Path, *, limit: int | None = None) -> list[Generato
     """Training questions from a file: MetaQA lines (``question [topic]<TAB>a1|a2``), or JSON Lines with
     ``question`` (and more wordings of it in ``questions``) and ``topics`` (or synth's ``seeds``), ``answers`` and
     optionally ``pattern``; each wording is one record."""
-    from engine.scoring.qa import question_rows
+    from engine.datasets.questions import JSONL_SUFFIXES, question_rows
 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no question file at {path}")
-    jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
+    jsonl = path.suffix.lower() in JSONL_SUFFIXES
     out: list[GeneratorRecord] = []
     for lineno, row in question_rows(path, jsonl=jsonl, limit=limit):
         src = f"{path.name}:{lineno}"
@@ -214,7 +214,7 @@ def read_records(path: str | Path, *, limit: int | None = None) -> list[Generato
                 for q in _wordings(row, path, lineno):
                     out.append(make_record(q, topics, answers, row.get("pattern"), src))
             else:
-                q, answers = row
+                q, answers = row[0], row[1]
                 if "[" not in q:
                     raise MalformedInputError(path, lineno, "no [topic entity] in the question")
                 out.append(make_record(q, None, answers, None, src))
@@ -334,8 +334,8 @@ Targets = list[tuple[list[int], list[float]]]  # per question: its template indi
 
 
 def _fit(data: _Data, targets: Targets, dev: _Data, dev_targets: Targets, align_m: TemplateRelations, *,
-         templates: Sequence[Template], epochs: int, patience: int, s: GeneratorSettings, rng: random.Random, progress: bool,
-         desc: str) -> tuple[Any, float, int]:
+         templates: Sequence[Template], epochs: int, patience: int, s: GeneratorSettings, rng: random.Random,
+         progress: bool, desc: str) -> tuple[Any, float, int]:
     """A classifier trained on the marginal likelihood of each question's templates (cross-entropy when each has
     one), early-stopped on that likelihood on the held-out questions. Returns the model, the held-out share whose
     most probable class is one of theirs (at the best epoch) and the epochs run."""
@@ -349,7 +349,7 @@ def _fit(data: _Data, targets: Targets, dev: _Data, dev_targets: Targets, align_
     best_loss, best_acc, best_state, bad, epoch = math.inf, -1.0, None, 0, 0
     dev_rows = dev.rows(range(len(dev.ids)), align_m) if dev.ids else None
     bar = tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress)
-    for epoch in bar:
+    for epoch in bar:  # noqa: B007 - the epochs run are returned
         model.train()
         order = list(range(len(targets)))
         rng.shuffle(order)
