@@ -103,7 +103,6 @@ def main() -> None:
     ap.add_argument("--unanswerable", default=str(UNANSWERABLE),
                     help="--pattern learned: questions the KG cannot answer (JSON Lines: question, topic, asks); "
                          "'' for none")
-    ap.add_argument("--smoke", action="store_true", help="--pattern learned on a tiny KG: under a minute")
     ap.add_argument("--limit", type=int, default=None, help="first N questions per hop")
     ap.add_argument("--kg", default="metaqa")
     ap.add_argument("--kb", default=str(DATA / "kb.txt"))
