@@ -211,3 +211,36 @@ def test_a_damaged_generator_file_is_a_typed_error_naming_its_field(kg: Callable
     err = capsys.readouterr().err
     assert "field 'state_dict.out.weight' is missing" in err and err.count("\n") == 1
     json.dumps(ans.to_dict())
+
+
+def test_with_an_llm_questions_the_kg_cannot_answer_go_to_it(kg: Callable[..., Engine], trained: tuple[Path, Any],
+                                                              llm_server: Any) -> None:
+    """The same questions the router refuses without an LLM go to the LLM when there is one; answerable ones are
+    still answered from the learned pattern, with no LLM call."""
+    path, _ = trained
+    llm_server.responder = lambda body: Reply('{"triples": [["Heat", "budget", "UNKNOWN 1"]]}'
+                                              if "segment" in body["messages"][-1]["content"] else "I do not know")
+    eng = kg(llm=LLMConfig(base_url=llm_server.base_url, model="test", max_retries=0, timeout=10.0),
+             generator=str(path))
+    ans = eng.ask("who directed Alien")
+    assert ans.pattern_source == "learned" and ans.answer_source == "learned" and llm_server.requests == []
+    assert ans.answers[0].entity.name == "Ridley Scott"
+    for q in ("what is the budget of Heat", "who composed the music of Alien"):
+        before = len(llm_server.requests)
+        ans = eng.ask(q)
+        assert ans.ok and ans.pattern_source == "llm" and len(llm_server.requests) > before, q
+        assert any("under the router's threshold" in w and w.endswith("the LLM writes the pattern")
+                   for w in ans.warnings), ans.warnings
+
+
+def test_a_given_pattern_needs_no_generator_file(kg: Callable[..., Engine], tmp_path: Path) -> None:
+    """The generator is resolved only when the route needs it: a given pattern answers with a generator file that
+    does not exist; a question without one says which file is missing, as a typed error."""
+    eng = kg(generator=str(tmp_path / "nowhere.pt"))
+    ans = eng.ask("who directed Heat", pattern={"triples": [["Heat", "directed_by", "UNKNOWN 1"]]})
+    assert ans.ok and ans.pattern_source == "given" and ans.answers[0].entity.name == "Michael Mann"
+    v = eng.verify("Heat was directed by Michael Mann",
+                   pattern={"triples": [["Heat", "directed_by", "Michael Mann"]]})
+    assert v.label == "SUPPORTED"
+    with pytest.raises(CheckpointError, match="nowhere.pt"):
+        eng.ask("who directed Heat", route="learned")
