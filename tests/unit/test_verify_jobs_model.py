@@ -11,48 +11,15 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from engine.answering import LABELS, Verdict
 from engine.jobs import FAILED, read_verdicts, run_verify_job, shard_of
 
-OUTCOMES = (*LABELS, FAILED)
-
-
-class Killed(BaseException):
-    """What a kill of the job looks like to it: not an Exception, so no claim's error handler takes it."""
-
-
-class World:
-    """Answers ``verify`` with the outcome the test set for the claim; raises Killed after ``budget`` calls."""
-
-    def __init__(self) -> None:
-        self.outcome: dict[str, str] = {}
-        self.budget: int | None = None
-        self.lock = threading.Lock()
-
-    def verify(self, claim: str, *, pattern: Any = None, raise_errors: bool = False, **_: Any) -> Verdict:
-        with self.lock:
-            if self.budget is not None:
-                if self.budget == 0:
-                    raise Killed()
-                self.budget -= 1
-            outcome = self.outcome[claim]
-        if outcome == FAILED:
-            return Verdict(claim, reason="verification failed: the store is down", failed_stage="retrieval",
-                           error="down", error_type="StoreUnavailableError")
-        return Verdict(claim, label=outcome, reason="as the world says")
-
-
-def _label(rec: dict[str, Any]) -> str:
-    return FAILED if rec.get("failed_stage") else str(rec["label"])
-
+from helpers.jobs import OUTCOMES, Killed, World, label_of
 
 class VerifyJobMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
@@ -129,7 +96,7 @@ class VerifyJobMachine(RuleBasedStateMachine):
         except Killed:
             assert kill_after is not None and kill_after < len(todo)
             records, _ = read_verdicts(self.out)
-            got = {r["id"]: _label(r) for r in records}
+            got = {r["id"]: label_of(r) for r in records}
             new = {cid: v for cid, v in got.items() if cid not in before}
             # what was written before the kill: verdicts of this run's claims, as the world said, at most kill_after
             assert set(new) <= set(todo) and len(new) <= kill_after, (new, todo)
@@ -157,7 +124,7 @@ class VerifyJobMachine(RuleBasedStateMachine):
         ids = [r["id"] for r in records]
         assert len(ids) == len(set(ids)), "an id written twice"
         assert set(ids) <= set(self.ids)
-        assert {r["id"]: _label(r) for r in records} == self.verdicts
+        assert {r["id"]: label_of(r) for r in records} == self.verdicts
         for r in records:
             assert r["claim"] == self.text[r["id"]]
 
@@ -191,5 +158,5 @@ def test_retry_failed_in_a_shard_keeps_another_shards_failed_verdicts(tmp_path: 
     summary = run_verify_job(world, claims, out, shard=(0, 2), retry_failed=True, progress=False,  # type: ignore[arg-type]
                              echo=lambda _: None)
     assert summary["retried_failed"] == summary["verified"] == len(ids) - len(other)
-    got = {r["id"]: _label(r) for r in read_verdicts(out)[0]}
+    got = {r["id"]: label_of(r) for r in read_verdicts(out)[0]}
     assert got == {cid: FAILED if cid in other else "SUPPORTED" for cid in ids}
