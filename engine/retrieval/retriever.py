@@ -8,9 +8,11 @@ import unicodedata
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from engine._config import MatchSettings
+from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
-from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
+from engine.retrieval.graph_paths import EntityReader, GraphPath, choose_path
+from engine.retrieval.matcher import Candidates, Match, SearchStats
+from engine.retrieval.replica import VersionKey, version_key
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
 
@@ -50,8 +52,11 @@ class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
     def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
-                 text_cache_size: int = TEXT_CACHE_SIZE) -> None:
+                 text_cache_size: int = TEXT_CACHE_SIZE, graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
+        #: the graph read replica's memory guard (MB; 0: no replica): see engine.retrieval.graph_paths
+        self.graph_cache_mb = graph_cache_mb
+        self._version_key: VersionKey | None = None  # the KG's version as the last query read it
         self._has_types: bool | None = None
         self._rel_matrix: tuple[list[int], np.ndarray] | None = None
         self.text_cache_size = text_cache_size
@@ -79,7 +84,13 @@ class Retriever:
             if self._stamp is not None:
                 self.invalidate()
             self._stamp = v["stamp"]
+        self._version_key = version_key(self.graph.kg, v)
         return int(v["seq"])
+
+    def graph_path(self, settings: MatchSettings | None = None) -> GraphPath:
+        """The path of the graph stage for a query on the version :meth:`check_version` read last (the replica only
+        when it was built on exactly that version; :func:`engine.retrieval.graph_paths.choose_path`)."""
+        return choose_path(self.graph, self._version_key, settings or self.settings, self.graph_cache_mb)
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
         """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
@@ -128,7 +139,8 @@ class Retriever:
             self._has_types = self.vectors.count("types") > 0
         return self._has_types
 
-    def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float]) -> Candidates:
+    def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float],
+                   path: GraphPath | None = None) -> Candidates:
         catalog = self.graph.relation_catalog()
         if not catalog:
             raise PatternError(f"KG {self.graph.kg!r} has no relations: load a KG first")
@@ -184,16 +196,20 @@ class Retriever:
                 nodes[n.id] = node_hits.get(n.text or "", {})
             elif n.id in typed:
                 limit = TYPE_CANDIDATE_LIMIT
-                rows = self.graph.read_named("entities_of_types", tids=type_hits.get(typed[n.id], []),
-                                             limit=limit + 1)
-                if len(rows) > limit:  # the lowest eids are kept (the query orders them): a cut, said as one
-                    rows = rows[:limit]
+                tids = type_hits.get(typed[n.id], [])
+                if path is not None and path.replica is not None:
+                    of_type = path.replica.entities_of_types(tids, limit + 1)
+                else:
+                    of_type = [r["eid"] for r in self.graph.read_named("entities_of_types", tids=tids,
+                                                                       limit=limit + 1)]
+                if len(of_type) > limit:  # the lowest eids are kept (the query orders them): a cut, said as one
+                    of_type = of_type[:limit]
                     cut[n.id] = (f"candidates of {n.id!r} (entities of type {typed[n.id]!r}) cut at {limit:,}: "
                                  "the result is not exact; name the node or narrow its type")
-                nodes[n.id] = {r["eid"]: 0.0 for r in rows}
+                nodes[n.id] = {eid: 0.0 for eid in of_type}
             else:
                 nodes[n.id] = None
-        timings["graph"] = time.perf_counter() - t2
+        timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t2
         relations = {}
         for e in pattern.edges:
             relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
@@ -207,20 +223,27 @@ class Retriever:
         t_start = time.perf_counter()
         deadline = time.monotonic() + settings.deadline_s
         timings: dict[str, float] = {}
-        version = self.check_version()
-        cands = self.candidates(pat, settings, timings)
+        version = self.check_version()  # one small read: the replica is used only when built on this version
         t0 = time.perf_counter()
-        matcher = Matcher(self.graph, settings)
-        matches, stats = matcher.top_k(pat, cands, k, deadline=deadline)
-        result = self.build_result(pat, matches, cands, stats)
+        timings["version"] = t0 - t_start
+        path = self.graph_path(settings)
+        timings["graph"] = time.perf_counter() - t0
+        cands = self.candidates(pat, settings, timings, path)
+        t0 = time.perf_counter()
+        matches, stats, entities, served = path.top_k(pat, cands, k, settings, deadline=deadline)
+        result = self.build_result(pat, matches, cands, stats, entities)
         result.kg_version = version
+        result.stats["graph_path"] = served
+        result.stats["replica"] = path.info()
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
         result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds
         return result
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
-                     stats: SearchStats) -> RetrievalResult:
+                     stats: SearchStats, entities: EntityReader | None = None) -> RetrievalResult:
+        """The result of a search: subgraphs with names (``entities``: where they are read, default the graph),
+        answers, bindings, the name check of named nodes, warnings."""
         # the nearest candidates of each named node, read in the same query, tell whether its text is a name
         nearest: dict[str, list[tuple[int, float]]] = {}
         for n in pat.known_nodes:
@@ -230,7 +253,7 @@ class Retriever:
         eids = sorted({eid for m in matches for eid in m.nodes.values()}
                       | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
                       | {eid for near in nearest.values() for eid, _ in near})
-        rows = self.graph.entities(eids) if eids else {}
+        rows = (entities or self.graph.entities)(eids) if eids else {}
         ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
         for eid in eids:
             ent.setdefault(eid, Entity(eid, str(eid), ""))

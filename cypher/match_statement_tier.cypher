@@ -1,0 +1,20 @@
+// Fragment (one-statement path): one cost tier, run only when no tier before it settled the top-k (`done`). Its
+// parameters are the map ${{tier}}: the candidates of each filtered node (c_<node>) and their distances (d_<node>),
+// the candidate types of each typed edge (t_<rel>) and the distances of each edge's types (d_<rel>), its index, and
+// `bound` (a binding that uses a candidate the tier leaves out costs more) and `last` (it leaves none out). It
+// settles the top-k when it reaches the cap, when its k-th binding costs less than `bound`, or when it is the last.
+CALL (done) {
+  WITH done WHERE NOT done
+  CALL () {
+    {{match}}
+    WHERE {{conditions}}
+    WITH {{nodes}} AS nodes, {{rels}} AS rels, {{gsd}} AS gsd
+    LIMIT $cap
+    RETURN nodes, rels, gsd
+    ORDER BY gsd ASC
+  }
+  RETURN collect([gsd, nodes, rels]) AS found
+}
+WITH CASE WHEN done THEN rows ELSE found END AS rows,
+     CASE WHEN done THEN tier ELSE ${{tier}}.index END AS tier,
+     done OR size(found) >= $cap OR (size(found) >= $k AND found[$k - 1][0] < ${{tier}}.bound) OR ${{tier}}.last AS done
