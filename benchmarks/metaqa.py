@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -107,7 +108,24 @@ def main() -> None:
                     help="allow one KG node for two pattern nodes (MetaQA's answers may repeat an intermediate)")
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
     ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
+    ap.add_argument("--graph", default="auto",
+                    help="comma list of graph paths to run the same questions through in one run: replica, "
+                         "statement, expand, auto (e.g. replica,statement,expand); the last line has paths: "
+                         "{name: {hits1, p50_ms, p95_ms}} and the ratios of each to expand")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a tiny generated MetaQA-like KB and 10 questions a hop, every path and the oracle, in a KG "
+                         "of its own dropped at the end (under a minute, no dataset needed)")
     args = ap.parse_args()
+    smoke_dir = None
+    if args.smoke:
+        import tempfile
+
+        smoke_dir = tempfile.mkdtemp(prefix="isorag-metaqa-smoke-")
+        make_smoke_data(Path(smoke_dir))
+        args.data, args.kb, args.limit, args.oracle = smoke_dir, str(Path(smoke_dir) / "kb.txt"), 10, True
+        args.kg = f"metaqa_smoke_{os.getpid()}"
+        if args.graph == "auto":
+            args.graph = "replica,statement,expand"
 
     from metaqa_qtypes import gold_pattern
 
@@ -131,36 +149,140 @@ def main() -> None:
         if llm is None:
             raise SystemExit("--pattern llm needs an LLM endpoint: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL")
     # warm-up: model, connections, caches
-    eng.retrieve(gold_pattern("movie_to_director", "Inception"))
     if args.pattern == "learned":
+        eng.retrieve(gold_pattern("movie_to_director", "Inception"))
         run_learned_mode(eng, args)
         return
 
-    hits1: dict[str, float] = {}
-    hits3: dict[str, float] = {}
-    per_stage: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
-    oracle_agree, oracle_n, oracle_ms, matcher_ms = 0, 0, [], []
-    n_total, t_all = 0, 0.0
+    if args.pattern == "llm":
+        run_llm_mode(eng, cfg, args, llm)
+        return
+    paths = [g.strip() for g in args.graph.split(",") if g.strip()]
+    warm_up(eng, args, paths)
+    try:
+        run_paths(eng, cfg, args, paths)
+    finally:
+        if smoke_dir is not None:
+            import shutil
+
+            eng.drop()
+            shutil.rmtree(smoke_dir, ignore_errors=True)
+
+
+def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
+    """The model, connections and caches warm, the replica built (and timed), and each question type's statements
+    planned once on every path, before anything is measured."""
+    from metaqa_qtypes import gold_pattern
+
+    t0 = time.perf_counter()
+    first = eng.retrieve(gold_pattern("movie_to_director", read_questions(1, args.split, 1, Path(args.data))[0]["topic"]),
+                         graph="replica")
+    print(f"replica ready in {time.perf_counter() - t0:.2f} s: {first.stats['replica']}", flush=True)
+    seen: set[str] = set()
+    for hop in [int(h) for h in args.hops.split(",")]:
+        for q in read_questions(hop, args.split, None, Path(args.data)):
+            if q["qtype"] not in seen:
+                seen.add(q["qtype"])
+                for p in paths:
+                    eng.retrieve(gold_pattern(q["qtype"], q["topic"]), k=args.k, graph=p)
+
+
+def make_smoke_data(folder: Path) -> None:
+    """A MetaQA-like KB (``head|relation|tail``, movies as heads) and 1/2/3-hop dev questions with their question
+    types and answers (by following each question's path), small enough to load in seconds."""
+    import random
+
+    from metaqa_qtypes import follow_path
+
+    rng = random.Random(5)
+    movies = [f"{a} {b}" for a in ("Silent", "Golden", "Broken", "Distant", "Hidden", "Crimson") for b in
+              ("River", "Harbor", "Winter", "Garden", "Signal")]
+    people = [f"{a} {b}" for a in ("Mara", "Jonas", "Ilse", "Tomas", "Rhea", "Oskar", "Vera") for b in
+              ("Lind", "Okoye", "Brandt", "Sato")]
+    genres = ["Drama", "Comedy", "Thriller", "Western"]
+    lines: list[tuple[str, str, str]] = []
+    for m in movies:
+        lines.append((m, "directed_by", rng.choice(people)))
+        for a in rng.sample(people, 3):
+            lines.append((m, "starred_actors", a))
+        lines.append((m, "has_genre", rng.choice(genres)))
+        lines.append((m, "release_year", str(rng.randint(1960, 2015))))
+    (folder / "kb.txt").write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in lines), encoding="utf-8")
+    adj: dict[tuple[str, str], set[str]] = {}
+    for h, r, t in lines:
+        adj.setdefault((h, r), set()).add(t)
+        adj.setdefault((t, r), set()).add(h)
+    qtypes = {1: ["movie_to_director", "movie_to_actor", "movie_to_year"],
+              2: ["movie_to_director_to_movie", "movie_to_actor_to_movie"],
+              3: ["movie_to_director_to_movie_to_actor", "movie_to_actor_to_movie_to_genre"]}
+    for hop, types in qtypes.items():
+        d = folder / f"{hop}-hop"
+        d.mkdir(parents=True, exist_ok=True)
+        qa, qt = [], []
+        for i, m in enumerate(movies[:12]):
+            qtype = types[i % len(types)]
+            ans = follow_path(lambda e, r: adj.get((e, r), ()), m, qtype)
+            if ans:
+                qa.append(f"which {qtype.split('_to_')[-1]} is linked to [{m}]\t{'|'.join(sorted(ans))}")
+                qt.append(qtype)
+        (d / "qa_dev.txt").write_text("\n".join(qa) + "\n", encoding="utf-8")
+        (d / "qa_dev_qtype.txt").write_text("\n".join(qt) + "\n", encoding="utf-8")
+
+
+def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) -> None:
+    """Gold patterns through each graph path in one run: per question, every path in turn (the order rotating, the
+    question's node texts embedded anew for each, as a new question would be), so that drift hits all alike."""
+    from metaqa_qtypes import gold_pattern
+
+    from engine.retrieval.pattern import Pattern
+
+    stages = ("version", "embed", "vector", "graph", "total")
+    per: dict[str, dict[str, list[float]]] = {p: {s: [] for s in stages} for p in paths}
+    served: dict[str, dict[str, int]] = {p: {} for p in paths}
+    queries: dict[str, list[int]] = {p: [] for p in paths}
+    hits1: dict[str, dict[str, float]] = {p: {} for p in paths}
+    hits3: dict[str, dict[str, float]] = {p: {} for p in paths}
+    agree: dict[str, int] = {p: 0 for p in paths}
+    same_as_first: dict[str, int] = {p: 0 for p in paths}
+    oracle_n, oracle_ms = 0, []
     counts: dict[str, int] = {}
     ceiling: dict[str, float] = {}
     tie_ceiling: dict[str, float] = {}
     misses = open(args.misses, "w", encoding="utf-8") if args.misses else None
+    n_total, t_all, turn = 0, 0.0, 0
     for hop in [int(h) for h in args.hops.split(",")]:
-        qs = read_questions(hop, args.split, args.limit)
-        h1 = h3 = 0
+        qs = read_questions(hop, args.split, args.limit, Path(args.data))
+        h1 = {p: 0 for p in paths}
+        h3 = {p: 0 for p in paths}
         for q in qs:
-            pattern = gold_pattern(q["qtype"], q["topic"])
-            t0 = time.perf_counter()
-            if llm is not None:
-                res = eng.ask(q["question"].replace("[", "").replace("]", ""), k=args.k).retrieval
-            else:
-                res = eng.retrieve(pattern, k=args.k)
-            t_all += time.perf_counter() - t0
-            for stage in per_stage:
-                per_stage[stage].append(res.timings.get(stage, 0.0))
+            pattern = Pattern.from_json(gold_pattern(q["qtype"], q["topic"]))
+            texts = [n.text for n in pattern.known_nodes if n.text]
+            got: dict[str, Any] = {}
+            order = paths[turn % len(paths):] + paths[:turn % len(paths)]
+            turn += 1
+            for p in order:
+                eng.retriever.forget_texts(texts)
+                t0 = time.perf_counter()
+                res = eng.retrieve(pattern, k=args.k, graph=p)
+                t_all += time.perf_counter() - t0
+                got[p] = res
             gold = {norm(a) for a in q["answers"]}
+            for p in paths:
+                res = got[p]
+                for stage in stages:
+                    per[p][stage].append(res.timings.get(stage, 0.0))
+                via = res.stats.get("graph_path", "?")
+                served[p][via] = served[p].get(via, 0) + 1
+                queries[p].append(res.stats.get("queries", 0))
+                names = [norm(a.entity.name) for a in res.answers]
+                h1[p] += bool(names) and names[0] in gold
+                h3[p] += any(n in gold for n in names[:3])
+                first = got[paths[0]]
+                same_as_first[p] += [(round(x.gsd, 6), sorted((k, e.eid) for k, e in x.mapping.items()))
+                                     for x in res.subgraphs] == \
+                    [(round(x.gsd, 6), sorted((k, e.eid) for k, e in x.mapping.items())) for x in first.subgraphs]
+            res = got[paths[0]]
             names = [norm(a.entity.name) for a in res.answers]
-            h1 += bool(names) and names[0] in gold
             if misses is not None and not (names and names[0] in gold):
                 misses.write(json.dumps({
                     "hop": hop, "qtype": q["qtype"], "question": q["question"], "gold": sorted(gold)[:20],
@@ -168,53 +290,94 @@ def main() -> None:
                     "gsd": [round(s.gsd, 4) for s in res.subgraphs],
                     "subgraphs": [[list(t.as_tuple()) for t in s.triples] for s in res.subgraphs[:3]],
                 }) + "\n")
-            h3 += any(n in gold for n in names[:3])
             if args.oracle:
-                from engine.retrieval.matcher import Matcher
                 from engine.retrieval.oracle import oracle_matches
 
-                pat = res.pattern
-                cands = eng.retriever.candidates(pat, cfg.match, {})
-                t1 = time.perf_counter()
-                got, _ = Matcher(eng.graph, cfg.match).top_k(pat, cands, args.k)
+                cands = eng.retriever.candidates(res.pattern, cfg.match, {})
                 t2 = time.perf_counter()
-                want = oracle_matches(eng.graph, pat, cands, limit=args.k, injective=cfg.match.injective,
+                want = oracle_matches(eng.graph, res.pattern, cands, limit=args.k, injective=cfg.match.injective,
                                       directed=cfg.match.directed)
-                t3 = time.perf_counter()
-                matcher_ms.append((t2 - t1) * 1000)
-                oracle_ms.append((t3 - t2) * 1000)
+                oracle_ms.append((time.perf_counter() - t2) * 1000)
                 oracle_n += 1
-                oracle_agree += [round(m.gsd, 6) for m in got] == [round(m.gsd, 6) for m in want]
+                for p in paths:
+                    agree[p] += [round(s.gsd, 6) for s in got[p].subgraphs] == [round(m.gsd, 6) for m in want]
         n = max(len(qs), 1)
-        hits1[str(hop)] = round(h1 / n, 4)
-        hits3[str(hop)] = round(h3 / n, 4)
+        for p in paths:
+            hits1[p][str(hop)] = round(h1[p] / n, 4)
+            hits3[p][str(hop)] = round(h3[p] / n, 4)
         reach, ties = path_ceilings(args.kb, qs)
         ceiling[str(hop)] = round(reach, 4)
         tie_ceiling[str(hop)] = round(ties, 4)
         counts[str(hop)] = len(qs)
         n_total += len(qs)
-        print(f"{hop}-hop: {len(qs)} questions  Hits@1 {h1 / n:.4f}  Hits@3 {h3 / n:.4f}  "
-              f"(on this KB the gold path reaches an answer for {ceiling[str(hop)]:.4f}; a random pick among "
-              f"its answers hits {tie_ceiling[str(hop)]:.4f})", flush=True)
-    p50 = {k: round(percentile(v, 50), 2) for k, v in per_stage.items()}
-    p95 = {k: round(percentile(v, 95), 2) for k, v in per_stage.items()}
-    print(f"latency p50 (ms): {p50}\nlatency p95 (ms): {p95}")
+        print(f"{hop}-hop: {len(qs)} questions  " + "  ".join(
+            f"{p}: Hits@1 {hits1[p][str(hop)]:.4f} Hits@3 {hits3[p][str(hop)]:.4f}" for p in paths)
+            + f"  (gold path reaches an answer for {ceiling[str(hop)]:.4f}; a random pick among its answers hits "
+              f"{tie_ceiling[str(hop)]:.4f})", flush=True)
+    out_paths: dict[str, Any] = {}
+    for p in paths:
+        p50 = {k: round(percentile(v, 50), 3) for k, v in per[p].items()}
+        p95 = {k: round(percentile(v, 95), 3) for k, v in per[p].items()}
+        allq = sum(counts.values()) or 1
+        out_paths[p] = {"hits1": round(sum(hits1[p][h] * counts[h] for h in counts) / allq, 4),
+                        "hits1_by_hop": hits1[p], "hits3_by_hop": hits3[p], "p50_ms": p50, "p95_ms": p95,
+                        "served_by": served[p], "statements_per_query": round(sum(queries[p]) / max(len(queries[p]), 1), 3),
+                        "same_subgraphs_as_" + paths[0]: round(same_as_first[p] / allq, 4)}
+        if args.oracle:
+            out_paths[p]["oracle_agreement"] = round(agree[p] / max(oracle_n, 1), 4)
+        print(f"{p}: p50 (ms) {p50}\n{p}: p95 (ms) {p95}\n{p}: served by {served[p]}, statements per query "
+              f"{out_paths[p]['statements_per_query']}", flush=True)
+    ratios: dict[str, Any] = {}
+    if "expand" in out_paths:
+        base = out_paths["expand"]
+        for p in paths:
+            if p != "expand":
+                ratios[f"{p}/expand"] = {f"{w}_{s}": round(out_paths[p][f"{w}_ms"][s] / max(base[f"{w}_ms"][s], 1e-9), 3)
+                                         for w in ("p50", "p95") for s in ("graph", "total")}
+        print(f"ratios to the expansion path: {ratios}")
+    first = out_paths[paths[0]]
     result: dict[str, Any] = {
-        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective, "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel,
-        "questions": counts, "hits1": hits1, "hits3": hits3, "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
-        "qps": round(n_total / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
+        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective,
+        "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel, "graph": paths,
+        "questions": counts, "hits1": first["hits1_by_hop"], "hits3": first["hits3_by_hop"], "path_ceiling": ceiling,
+        "tie_ceiling": tie_ceiling, "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"],
+        "qps": round(n_total * len(paths) / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
+        "replica": eng.retriever.graph_path().info(), "ratios": ratios, "paths": out_paths,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
     if args.oracle:
-        result["oracle"] = {
-            "queries": oracle_n, "agreement": round(oracle_agree / max(oracle_n, 1), 4),
-            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2), "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
-            "speedup_p50": round(percentile(oracle_ms, 50) / max(percentile(matcher_ms, 50), 1e-9), 2),
-        }
+        result["oracle"] = {"queries": oracle_n, "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
+                            "agreement": {p: out_paths[p]["oracle_agreement"] for p in paths}}
         print(f"oracle: {result['oracle']}")
     if misses is not None:
         misses.close()
     eng.close()
-    emit("metaqa", result)
+    emit("metaqa_smoke" if args.smoke else "metaqa", result)
+
+
+def run_llm_mode(eng: Any, cfg: Any, args: argparse.Namespace, llm: Any) -> None:
+    """Questions as plain text through ``Engine.ask`` (the LLM writes each pattern)."""
+    per_stage: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
+    hits1: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for hop in [int(h) for h in args.hops.split(",")]:
+        qs = read_questions(hop, args.split, args.limit, Path(args.data))
+        h1 = 0
+        for q in qs:
+            res = eng.ask(q["question"].replace("[", "").replace("]", ""), k=args.k).retrieval
+            for stage in per_stage:
+                per_stage[stage].append(res.timings.get(stage, 0.0))
+            names = [norm(a.entity.name) for a in res.answers]
+            h1 += bool(names) and names[0] in {norm(a) for a in q["answers"]}
+        hits1[str(hop)] = round(h1 / max(len(qs), 1), 4)
+        counts[str(hop)] = len(qs)
+        print(f"{hop}-hop: {len(qs)} questions  Hits@1 {hits1[str(hop)]:.4f}", flush=True)
+    result = {"split": args.split, "pattern": "llm", "k": args.k, "questions": counts, "hits1": hits1,
+              "p50_ms": {k: round(percentile(v, 50), 2) for k, v in per_stage.items()},
+              "p95_ms": {k: round(percentile(v, 95), 2) for k, v in per_stage.items()},
+              "peak_rss_mb": round(peak_rss_mb(), 1)}
+    eng.close()
+    emit("metaqa_llm", result)
 
 
 def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:

@@ -1,10 +1,12 @@
 // Fragment (one-statement path): one cost tier, run only when no tier before it settled the top-k (`done`). Its
 // parameters are the map ${{tier}}: the candidates of each filtered node (c_<node>) and their distances (d_<node>),
 // the candidate types of each typed edge (t_<rel>) and the distances of each edge's types (d_<rel>), its index, and
-// `bound` (a binding that uses a candidate the tier leaves out costs more) and `last` (it leaves none out). It
-// settles the top-k when it reaches the cap, when its k-th binding costs less than `bound`, or when it is the last.
+// `bound` (a binding that uses a candidate the tier leaves out costs more), `last` (it leaves none out) and `skip`
+// (it keeps what the tier before kept: not run). It settles the top-k when it reaches the cap, when its k-th
+// binding costs less than `bound`, or when it is the last. Every query has the same number of tiers, so that the
+// statement's text depends on the pattern's shape alone.
 CALL (done) {
-  WITH done WHERE NOT done
+  WITH done WHERE NOT done AND NOT ${{tier}}.skip
   CALL () {
     {{match}}
     WHERE {{conditions}}
@@ -15,6 +17,7 @@ CALL (done) {
   }
   RETURN collect([gsd, nodes, rels]) AS found
 }
-WITH CASE WHEN done THEN rows ELSE found END AS rows,
-     CASE WHEN done THEN tier ELSE ${{tier}}.index END AS tier,
-     done OR size(found) >= $cap OR (size(found) >= $k AND found[$k - 1][0] < ${{tier}}.bound) OR ${{tier}}.last AS done
+WITH CASE WHEN done OR ${{tier}}.skip THEN rows ELSE found END AS rows,
+     CASE WHEN done OR ${{tier}}.skip THEN tier ELSE ${{tier}}.index END AS tier,
+     done OR (NOT ${{tier}}.skip AND (size(found) >= $cap OR (size(found) >= $k AND found[$k - 1][0] < ${{tier}}.bound)
+                                    OR ${{tier}}.last)) AS done

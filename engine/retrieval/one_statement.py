@@ -69,11 +69,11 @@ class StatementMatcher:
         near = sorted({e for n in pattern.known_nodes
                        for e, _ in sorted((cands.nodes[n.id] or {}).items(), key=lambda kv: (kv[1], kv[0]))[:16]})
         st = self.settings
-        # an edge is untyped in a tier only where the tier keeps the whole catalog
-        typed = [[e.index for e in pattern.edges if len(p[f"t_r{e.index}"]) < len(cands.type_names)]
-                 for p in tiers]
-        query = match_statement(pattern, [n for n in pattern.nodes if cands.nodes[n] is not None], typed,
-                                distinct=st.distinct, directed=st.directed)
+        # every edge filtered by its tier's types (the whole catalog for a wildcard relation), every tier present:
+        # the text depends on the pattern's shape alone, and Neo4j plans it once
+        query = match_statement(pattern, [n for n in pattern.nodes if cands.nodes[n] is not None],
+                                [[e.index for e in pattern.edges]] * len(tiers), distinct=st.distinct,
+                                directed=st.directed)
         params: dict[str, Any] = {f"tier{t}": p for t, p in enumerate(tiers)}
         params.update(cap=PATH_CAP, k=k, eps=EPS, near=near)
         try:
@@ -100,9 +100,9 @@ class StatementMatcher:
         return None
 
     def _tiers(self, pattern: Pattern, cands: Candidates) -> list[dict[str, Any]] | None:
-        """Each tier's parameters: candidates, distances, ``bound`` (a binding that uses a left-out candidate
-        costs more) and ``last``; a tier that would keep what the one before kept is left out. None when some
-        item has no candidate (no binding exists)."""
+        """Each tier's parameters (one per :data:`TIERS`): candidates, distances, ``bound`` (a binding that uses a
+        left-out candidate costs more), ``last`` and ``skip`` (it would keep what the one before kept). None when
+        some item has no candidate (no binding exists)."""
         out: list[dict[str, Any]] = []
         base = _base(pattern, cands)
         for theta in TIERS:
@@ -130,11 +130,9 @@ class StatementMatcher:
             params["last"] = gap == INF
             # strictly below: a binding at exactly base + gap would tie the k-th; EPS covers the order of summation
             params["bound"] = base + gap - EPS if gap < INF else 1e300
-            if out and out[-1]["bound"] == params["bound"]:
-                continue  # keeps what the tier before kept
+            # a tier that keeps what the one before kept (or comes after the last) is not run
+            params["skip"] = bool(out) and (out[-1]["last"] or out[-1]["bound"] == params["bound"])
             out.append(params)
-            if params["last"]:
-                break
         return out
 
 

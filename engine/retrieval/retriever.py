@@ -134,6 +134,13 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
+    def forget_texts(self, texts: Sequence[str]) -> None:
+        """Drop these texts' embeddings from the cache (a benchmark that asks one question several ways pays the
+        embedding each time, as a new question would)."""
+        with self._text_lock:
+            for t in texts:
+                self._text_cache.pop(t, None)
+
     def has_types(self) -> bool:
         if self._has_types is None:
             self._has_types = self.vectors.count("types") > 0
