@@ -1,6 +1,7 @@
 // Fragment (one-statement path): one cost tier, run only when no tier before it settled the top-k (`done`). Its
-// parameters are the map ${{tier}}: the candidates of each filtered node (c_<node>) and their distances (d_<node>),
-// the candidate types of each typed edge (t_<rel>) and the distances of each edge's types (d_<rel>), its index, and
+// parameters are the map ${{tier}}: how many of each node's candidates (k_<node>) and of each edge's types
+// (k_<rel>) it keeps (the nearest; the lists and distances, $c_<node>, $d_<node>, $t_<rel>, $d_<rel>, are
+// the statement's, shared by its tiers), its index, and
 // `bound` (a binding that uses a candidate the tier leaves out costs more), `last` (it leaves none out) and `skip`
 // (it keeps what the tier before kept: not run). It settles the top-k when it reaches the cap, when its k-th
 // binding costs less than `bound`, or when it is the last. Every query has the same number of tiers, so that the

@@ -36,7 +36,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from engine._config import MatchSettings
 from engine._cypher import cypher
@@ -161,9 +161,9 @@ def make_plan(pattern: Pattern, cands: Candidates) -> Plan:
 # ---------------------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class KGEdge:
-    """A KG relationship as stored: ``start -[type]-> end``."""
+class KGEdge(NamedTuple):
+    """A KG relationship as stored: ``start -[type]-> end`` (a named tuple: the search makes one per candidate
+    relationship, and a frozen dataclass costs several times as much to make and to hash)."""
 
     start: int
     type: str
@@ -195,6 +195,8 @@ class SearchStats:
     narrowed: dict[str, int] = field(default_factory=dict)
     deadline_hit: bool = False
     warnings: list[str] = field(default_factory=list)
+    #: the one-statement path: the cost tier that settled the top-k (1 = the narrowest), 0 elsewhere
+    tier: int = 0
 
     def merge(self, other: "SearchStats") -> None:
         self.queries += other.queries
@@ -206,6 +208,7 @@ class SearchStats:
         self.narrowed.update(other.narrowed)
         self.deadline_hit = self.deadline_hit or other.deadline_hit
         self.warnings.extend(other.warnings)
+        self.tier = max(self.tier, other.tier)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -556,7 +559,7 @@ class Matcher:
                     stats.warnings.append(
                         f"degree cap {st.degree_cap} reached expanding a wildcard edge: results may miss subgraphs")
             h = state.nodes[step.src]
-            seen: set[tuple[str, int, int]] = set()
+            seen: set[KGEdge] = set()
             if step.closes or distinct == "none":
                 used_nodes = None
             elif distinct == "nodes":
@@ -565,17 +568,15 @@ class Matcher:
                 dst_known = step.dst in known
                 used_nodes = {e for n, e in state.nodes.items() if (n in known) != dst_known}
             used_edges = set(state.edges.values()) if distinct != "none" else None
+            closing = state.nodes[step.dst] if step.closes else None
+            # the cheap filters first (type, then the other end); each depends on (type, other end) only, so a
+            # relationship that comes back twice (an undirected self-loop) is kept or dropped alike both times
             for rtype, out, t in got:
-                start, end = (h, t) if out else (t, h)
-                kge = KGEdge(start, rtype, end)
-                sig = (rtype, start, end)
-                if sig in seen:  # an undirected self-loop can come back twice
+                rd = rel_c.get(rtype)
+                if rd is None:
                     continue
-                seen.add(sig)
-                if used_edges is not None and kge in used_edges:
-                    continue
-                if step.closes:
-                    if t != state.nodes[step.dst]:
+                if closing is not None:
+                    if t != closing:
                         continue
                     node_cost = 0.0
                 else:
@@ -588,10 +589,14 @@ class Matcher:
                         if nd is None:
                             continue
                         node_cost = nd
-                rd = rel_c.get(rtype)
-                if rd is None:
+                start, end = (h, t) if out else (t, h)
+                kge = KGEdge(start, rtype, end)
+                if kge in seen:  # an undirected self-loop can come back twice
                     continue
-                nodes = state.nodes if step.closes else {**state.nodes, step.dst: t}
+                seen.add(kge)
+                if used_edges is not None and kge in used_edges:
+                    continue
+                nodes = state.nodes if closing is not None else {**state.nodes, step.dst: t}
                 edges = {**state.edges, edge_key: kge}
                 # against the pattern's direction (undirected mode): counted for the tie-break
                 rev = state.rev + (out != step.forward and start != end)

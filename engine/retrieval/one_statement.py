@@ -24,9 +24,10 @@ pattern is left to the expansion path.
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-from engine._errors import DeadlineExceeded
+from engine._errors import DeadlineExceeded, StoreError
 from engine.retrieval.matcher import INF, Candidates, KGEdge, Match, SearchStats, make_plan, run_before
 from engine.retrieval.statements import match_statement
 
@@ -38,9 +39,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["PATH_CAP", "TIERS", "StatementMatcher"]
 
 #: the cost tiers, as distances above each pattern item's nearest candidate (the last keeps every candidate)
-TIERS = (0.35, 0.7, math.inf)
+TIERS = (0.3, 0.6, 0.9, 1.2, math.inf)
 #: bindings one statement enumerates at most; a tier that reaches it goes to the expansion path
-PATH_CAP = 4_000
+PATH_CAP = 2_000
 #: rows within this much of the k-th smallest GSD (as Neo4j sums it) are returned: the ties of the k-th, whatever
 #: the order of summation
 EPS = 1e-9
@@ -63,97 +64,129 @@ class StatementMatcher:
             return None
         stats = SearchStats()
         plan = make_plan(pattern, cands)
-        tiers = self._tiers(pattern, cands)
-        if tiers is None:  # an item without candidates: no binding exists
+        made = self._tiers(pattern, cands)
+        if made is None:  # an item without candidates: no binding exists
             return [], stats, {}
+        shared, tiers = made
         near = sorted({e for n in pattern.known_nodes
                        for e, _ in sorted((cands.nodes[n.id] or {}).items(), key=lambda kv: (kv[1], kv[0]))[:16]})
         st = self.settings
-        # every edge filtered by its tier's types (the whole catalog for a wildcard relation), every tier present:
-        # the text depends on the pattern's shape alone, and Neo4j plans it once
-        query = match_statement(pattern, [n for n in pattern.nodes if cands.nodes[n] is not None],
-                                [[e.index for e in pattern.edges]] * len(tiers), distinct=st.distinct,
-                                directed=st.directed)
+        query = _statement(pattern, cands, len(tiers), st.distinct, st.directed)
         params: dict[str, Any] = {f"tier{t}": p for t, p in enumerate(tiers)}
-        params.update(cap=PATH_CAP, k=k, eps=EPS, near=near)
+        params.update(shared, cap=PATH_CAP, k=k, eps=EPS, near=near)
         try:
-            rows = run_before(self.graph, query, params, deadline)
+            out = _read_one(self.graph, query, params, deadline)
         except DeadlineExceeded:
             stats.deadline_hit = True
             stats.warnings.append(
                 f"deadline of {st.deadline_s:g} s expired: results are the best found so far, not exact")
             return [], stats, {}
         stats.queries += 1
-        row = rows[0]
-        tier, n, top = int(row["tier"]), int(row["n"]), row["top"]
+        tier, n, top, names = int(out[0]), int(out[1]), out[2], out[3]
         stats.rows += len(top)
-        stats.expansions = tier + 1  # the tiers that ran
+        stats.tier = tier + 1
         if tier < 0 or n >= PATH_CAP:
             return None  # too wide for one statement: the expansion path
         got = _ordered(pattern, cands, plan, top)
         bound, last = tiers[tier]["bound"], tiers[tier]["last"]
         if len(got) >= k and (last or got[k - 1].gsd < bound):
-            return got[:k], stats, _names(row["names"])
+            return got[:k], stats, _names(names)
         if len(got) < k and last and len(top) == n:
-            return got, stats, _names(row["names"])
+            return got, stats, _names(names)
         # duplicate rows hid some bindings, or Neo4j's sum and the matcher's disagree at the bound's last digit
         return None
 
-    def _tiers(self, pattern: Pattern, cands: Candidates) -> list[dict[str, Any]] | None:
-        """Each tier's parameters (one per :data:`TIERS`): candidates, distances, ``bound`` (a binding that uses a
+    def _tiers(self, pattern: Pattern, cands: Candidates) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The statement's candidate lists (nearest first) and distances, and each tier's parameters (one per
+        :data:`TIERS`): how many of each list it keeps (a tier keeps a prefix), ``bound`` (a binding that uses a
         left-out candidate costs more), ``last`` and ``skip`` (it would keep what the one before kept). None when
         some item has no candidate (no binding exists)."""
+        shared: dict[str, Any] = {}
+        lists: list[tuple[str, list[float]]] = []  # (tier key, distances nearest first)
+        for i, nid in enumerate(pattern.nodes):
+            c = cands.nodes[nid]
+            if c is None:
+                continue
+            if not c:
+                return None
+            ordered = sorted(c.items(), key=lambda kv: (kv[1], kv[0]))
+            shared[f"c_n{i}"] = [e for e, _ in ordered]
+            if pattern.nodes[nid].known:
+                shared[f"d_n{i}"] = {str(e): d for e, d in ordered}
+            lists.append((f"k_n{i}", [d for _, d in ordered]))
+        for e in pattern.edges:
+            rel = cands.relations[e.index]
+            if not rel:
+                return None
+            ordered_t = sorted(rel.items(), key=lambda kv: (kv[1], kv[0]))
+            shared[f"t_r{e.index}"] = [t for t, _ in ordered_t]
+            shared[f"d_r{e.index}"] = dict(ordered_t)
+            lists.append((f"k_r{e.index}", [d for _, d in ordered_t]))
+        base = sum(ds[0] for key, ds in lists if not key.startswith("k_n") or _known(pattern, key))
         out: list[dict[str, Any]] = []
-        base = _base(pattern, cands)
         for theta in TIERS:
             params: dict[str, Any] = {"index": len(out)}
             gap = INF
-            for i, nid in enumerate(pattern.nodes):
-                c = cands.nodes[nid]
-                if c is None:
-                    continue
-                if not c:
-                    return None
-                kept, g = _within(c, theta)
-                gap = min(gap, g)
-                params[f"c_n{i}"] = list(kept)
-                if pattern.nodes[nid].known:
-                    params[f"d_n{i}"] = {str(e): d for e, d in kept.items()}
-            for e in pattern.edges:
-                rel = cands.relations[e.index]
-                if not rel:
-                    return None
-                kept_t, g = _within(rel, theta)
-                gap = min(gap, g)
-                params[f"t_r{e.index}"] = sorted(kept_t)
-                params[f"d_r{e.index}"] = dict(kept_t)
+            for key, ds in lists:
+                keep = sum(1 for d in ds if d - ds[0] <= theta)
+                params[key] = keep
+                if keep < len(ds) and (not key.startswith("k_n") or _known(pattern, key)):
+                    gap = min(gap, ds[keep] - ds[0])
             params["last"] = gap == INF
             # strictly below: a binding at exactly base + gap would tie the k-th; EPS covers the order of summation
             params["bound"] = base + gap - EPS if gap < INF else 1e300
             # a tier that keeps what the one before kept (or comes after the last) is not run
-            params["skip"] = bool(out) and (out[-1]["last"] or out[-1]["bound"] == params["bound"])
+            params["skip"] = bool(out) and (out[-1]["last"] or all(out[-1][k] == params[k] for k, _ in lists))
             out.append(params)
-        return out
+        return shared, out
 
 
-def _within(c: Mapping[Any, float], theta: float) -> tuple[dict[Any, float], float]:
-    """The candidates within ``theta`` of the nearest, and how far the first left-out one is from the nearest."""
-    lo = min(c.values())
-    kept = {x: d for x, d in c.items() if d - lo <= theta}
-    out = [d - lo for d in c.values() if d - lo > theta]
-    return kept, (min(out) if out else INF)
+#: statement texts by pattern shape (the text depends on nothing else; rendering one costs about 2 ms)
+_TEXTS: dict[tuple[Any, ...], str] = {}
+_TEXTS_MAX = 4096
 
 
-def _base(pattern: Pattern, cands: Candidates) -> float:
-    """The smallest GSD any binding could have: each costed item (a known node, an edge) at its nearest candidate."""
-    total = 0.0
-    for n in pattern.known_nodes:
-        c = cands.nodes[n.id] or {}
-        total += min(c.values()) if c else INF
-    for e in pattern.edges:
-        r = cands.relations[e.index]
-        total += min(r.values()) if r else INF
-    return total
+def _statement(pattern: Pattern, cands: Candidates, tiers: int, distinct: str, directed: bool) -> str:
+    """The statement for the pattern's shape: every edge filtered by its tier's types (the whole catalog for a
+    wildcard relation), every tier present, so that the text depends on the shape alone and Neo4j plans it once."""
+    ids = list(pattern.nodes)
+    filtered = tuple(cands.nodes[n] is not None for n in ids)
+    shape = (tuple((ids.index(e.head), ids.index(e.tail)) for e in pattern.edges),
+             tuple(pattern.nodes[n].known for n in ids), filtered, tiers, distinct, directed)
+    text = _TEXTS.get(shape)
+    if text is None:
+        text = match_statement(pattern, [n for n, f in zip(ids, filtered) if f],
+                               [[e.index for e in pattern.edges]] * tiers, distinct=distinct, directed=directed)
+        if len(_TEXTS) >= _TEXTS_MAX:
+            _TEXTS.clear()
+        _TEXTS[shape] = text
+    return text
+
+
+def _read_one(graph: CypherReader, query: str, params: dict[str, Any], deadline: float) -> Any:
+    """The statement's one value, within the deadline: decoded as the driver gives it where the graph store can
+    (:meth:`engine.stores.graph.GraphStore.read_one`: no conversion pass over its nested lists), else by ``read``."""
+    one = getattr(graph, "read_one", None)
+    if one is None:
+        return run_before(graph, query, params, deadline)[0]["out"]
+    import neo4j
+
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the query deadline expired")
+    try:
+        return one(neo4j.Query(query, timeout=max(left, 0.001)), **params)
+    except DeadlineExceeded as e:
+        raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
+    except StoreError as e:
+        if time.monotonic() >= deadline:
+            raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
+        raise
+
+
+def _known(pattern: Pattern, key: str) -> bool:
+    """Whether the node of a tier key ``k_n<i>`` is a named node (a typed unknown's candidates all cost 0)."""
+    return pattern.nodes[list(pattern.nodes)[int(key[3:])]].known
 
 
 def _ordered(pattern: Pattern, cands: Candidates, plan: Any, top: list[list[Any]]) -> list[Match]:

@@ -57,7 +57,7 @@ EST_RELATIONSHIP_BYTES = 12
 #: a build whose KG changed while it read is tried again this many times before it waits for the next query
 BUILD_TRIES = 3
 #: file format of the saved replicas (a file of another format is ignored and rebuilt)
-FILE_FORMAT = 1
+FILE_FORMAT = 2
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ class StreamingReader(Protocol):
 # the arrays
 # ---------------------------------------------------------------------------------------------------------------
 _ARRAYS = ("eids", "name_off", "name_blob", "key_idx", "key_off", "key_blob", "flags", "etype_off", "etype_tid",
-           "out_ptr", "out_type", "out_nbr", "in_ptr", "in_type", "in_nbr", "name_hash", "name_hash_idx")
+           "adj_ptr", "adj_type", "adj_nbr", "adj_out", "name_hash", "name_hash_idx")
 #: flags: the entity has a description (its vector is not the embedding of its name alone)
 FLAG_DESCRIPTION = 1
 
@@ -117,9 +117,11 @@ def _name_hash(names: Iterable[bytes]) -> np.ndarray:
 class GraphReplica:
     """One version of one KG's graph, in arrays (see the module docstring). Read-only once built.
 
-    Entities are numbered 0..n-1 in eid order (``eids`` is sorted); ``out_*`` / ``in_*`` are the CSR of each
-    entity's outgoing / incoming relationships (``*_ptr`` row offsets, ``*_type`` relationship type index into
-    :attr:`types`, ``*_nbr`` the other end), each row sorted by (type, other end)."""
+    Entities are numbered 0..n-1 in eid order (``eids`` is sorted); ``adj_*`` is the CSR of each entity's
+    relationships, both directions in one row (``adj_ptr`` row offsets, ``adj_type`` relationship type index into
+    :attr:`types`, ``adj_nbr`` the other end, ``adj_out`` whether it starts at the row's entity; a self-loop is
+    one entry that starts there), each row sorted by (type, other end). One row serves an undirected expansion
+    without a concatenation; a directed one masks it by ``adj_out``."""
 
     def __init__(self, key: VersionKey, types: Sequence[str], arrays: Mapping[str, np.ndarray],
                  build_s: float = 0.0, source: str = "neo4j") -> None:
@@ -137,18 +139,16 @@ class GraphReplica:
         self.flags: np.ndarray
         self.etype_off: np.ndarray
         self.etype_tid: np.ndarray
-        self.out_ptr: np.ndarray
-        self.out_type: np.ndarray
-        self.out_nbr: np.ndarray
-        self.in_ptr: np.ndarray
-        self.in_type: np.ndarray
-        self.in_nbr: np.ndarray
+        self.adj_ptr: np.ndarray
+        self.adj_type: np.ndarray
+        self.adj_nbr: np.ndarray
+        self.adj_out: np.ndarray
         self.name_hash: np.ndarray
         self.name_hash_idx: np.ndarray
         self.build_s = build_s
         self.source = source  # "neo4j" (streamed) or "file"
         self.n = int(len(self.eids))
-        self.m = int(len(self.out_nbr))
+        self.m = int(np.count_nonzero(self.adj_out))
 
     # -- size ---------------------------------------------------------------------------------------------
     @property
@@ -190,10 +190,19 @@ class GraphReplica:
 
     def entities(self, eids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """eid -> ``{eid, key, name}`` for the eids it holds (as :meth:`engine.stores.graph.GraphStore.entities`)."""
+        idx = self.index(eids)
         out: dict[int, dict[str, Any]] = {}
-        for eid, i in zip(eids, self.index(eids).tolist()):
-            if i >= 0:
-                out[int(eid)] = {"eid": int(eid), "key": self.key_of(i), "name": self.name(i)}
+        if not len(idx):
+            return out
+        kpos = np.searchsorted(self.key_idx, idx) if len(self.key_idx) else np.zeros(len(idx), dtype=np.int64)
+        off, blob, koff, kblob, kidx = self.name_off, self.name_blob, self.key_off, self.key_blob, self.key_idx
+        nk = len(kidx)
+        for eid, i, j in zip(eids, idx.tolist(), kpos.tolist()):
+            if i < 0:
+                continue
+            name = blob[off[i]:off[i + 1]].tobytes().decode("utf-8")
+            key = (kblob[koff[j]:koff[j + 1]].tobytes().decode("utf-8") if j < nk and kidx[j] == i else name)
+            out[int(eid)] = {"eid": int(eid), "key": key, "name": name}
         return out
 
     def entities_by_name(self, names: Sequence[str]) -> list[dict[str, Any]]:
@@ -225,24 +234,12 @@ class GraphReplica:
     def row(self, i: int, forward: bool | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The relationships at entity ``i`` as (types, other ends, starts at ``i``): outgoing for ``forward``
         True, incoming for False, both for None (a self-loop once, as Neo4j matches it)."""
-        parts_t, parts_n, parts_o = [], [], []
-        if forward is not False:
-            a, b = int(self.out_ptr[i]), int(self.out_ptr[i + 1])
-            parts_t.append(self.out_type[a:b])
-            parts_n.append(self.out_nbr[a:b])
-            parts_o.append(np.ones(b - a, dtype=bool))
-        if forward is not True:
-            a, b = int(self.in_ptr[i]), int(self.in_ptr[i + 1])
-            ty, nb = self.in_type[a:b], self.in_nbr[a:b]
-            loop = nb == i
-            if forward is None and loop.any():  # already among the outgoing ones
-                ty, nb, loop = ty[~loop], nb[~loop], loop[~loop]
-            parts_t.append(ty)
-            parts_n.append(nb)
-            parts_o.append(loop)  # a self-loop starts at i (startNode(r) = h in Cypher)
-        if len(parts_t) == 1:
-            return parts_t[0], parts_n[0], parts_o[0]
-        return np.concatenate(parts_t), np.concatenate(parts_n), np.concatenate(parts_o)
+        a, b = int(self.adj_ptr[i]), int(self.adj_ptr[i + 1])
+        ty, nb, out = self.adj_type[a:b], self.adj_nbr[a:b], self.adj_out[a:b]
+        if forward is None:
+            return ty, nb, out
+        keep = out if forward else (~out | (nb == i))
+        return ty[keep], nb[keep], out[keep]
 
     def type_mask(self, types: Iterable[str] | None) -> np.ndarray | None:
         """A boolean per type index: the types asked for (``None``: every type, no mask)."""
@@ -382,11 +379,17 @@ class _Collector:
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(raw_counts[order], out=off[1:])
         arrays["etype_off"] = off
-        for prefix, src, dst in (("out", head, tail), ("in", tail, head)):
-            o = np.lexsort((dst, code, src))
-            arrays[f"{prefix}_ptr"] = _offsets(src[o], n, idx_t)
-            arrays[f"{prefix}_type"] = code[o].astype(type_t)
-            arrays[f"{prefix}_nbr"] = dst[o].astype(idx_t)
+        # each relationship in its head's row (starts there) and, unless a self-loop, in its tail's row
+        loop = head == tail
+        rows = np.concatenate([head, tail[~loop]])
+        other = np.concatenate([tail, head[~loop]])
+        codes = np.concatenate([code, code[~loop]])
+        starts = np.concatenate([np.ones(len(head), dtype=bool), np.zeros(int((~loop).sum()), dtype=bool)])
+        o = np.lexsort((~starts, other, codes, rows))
+        arrays["adj_ptr"] = _offsets(rows[o], n, idx_t)
+        arrays["adj_type"] = codes[o].astype(type_t)
+        arrays["adj_nbr"] = other[o].astype(idx_t)
+        arrays["adj_out"] = starts[o]
         hashes = _name_hash(names)
         ho = np.argsort(hashes, kind="stable")
         arrays["name_hash"] = hashes[ho]

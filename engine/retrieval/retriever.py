@@ -285,9 +285,10 @@ class Retriever:
         answers = bindings.get(target, []) if target else []
         unmatched: dict[str, list[tuple[str, float]]] = {}
         for text, near in nearest.items():
-            want = normalize_name(text)
-            names = {normalize_name(x) for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
-            if want not in names:
+            raw = {x for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
+            if text in raw:  # the text is a name as written (the normal forms then agree too)
+                continue
+            if normalize_name(text) not in {normalize_name(x) for x in raw}:
                 unmatched[text] = [(ent[eid].name, round(d, 4)) for eid, d in near[:UNMATCHED_CLOSEST]]
         # first: the subgraphs below hold stand-ins for these names
         warnings = ([unmatched_warning(t, c) for t, c in unmatched.items()] + list(cands.cut.values())
@@ -296,5 +297,6 @@ class Retriever:
         return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
-                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit},
+                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit,
+                                "tier": stats.tier},
                                unmatched)

@@ -102,9 +102,9 @@ def match_statement(pattern: Pattern, filtered_nodes: Container[str], tiers: Seq
     ``match_statement_tier`` block per cost tier.
 
     Node ``i`` of the pattern is ``n<i>``, edge ``j`` is ``r<j>``, tier ``t`` reads the map ``$tier<t>``. A node in
-    ``filtered_nodes`` is bound to one of its tier's candidates (and, when known, costs its distance); an edge in
-    ``tiers[t]`` takes one of its tier's types (any other edge any type: the tier keeps the whole catalog); every
-    edge costs its type's distance. Relationships are untyped in the pattern, so that the text depends on the
+    ``filtered_nodes`` is bound to one of the first ``$tier<t>.k_n<i>`` of ``$c_n<i>`` (candidates nearest first)
+    and, when known, costs ``$d_n<i>[eid as text]``; an edge in ``tiers[t]`` takes one of the first
+    ``$tier<t>.k_r<j>`` of ``$t_r<j>`` (any other edge any type) and costs ``$d_r<j>[type]``. Relationships are untyped in the pattern, so that the text depends on the
     pattern's shape and never on its candidates (Neo4j plans each new text once)."""
     var = {nid: variable("n", i) for i, nid in enumerate(pattern.nodes)}
     rel = {e.index: variable("r", e.index) for e in pattern.edges}
@@ -122,6 +122,9 @@ def match_statement(pattern: Pattern, filtered_nodes: Container[str], tiers: Seq
     elif distinct == "edges":
         apart = [render("distinct_pair", a=var[k.id], b=var[u.id])
                  for k in pattern.known_nodes for u in pattern.unknown_nodes]
+    terms = [render("oracle_node_cost", node=var[n.id]) for n in pattern.known_nodes]
+    terms += [render("oracle_rel_cost", rel=r) for r in rel.values()]
+    gsd = joined(terms, " + ") if terms else render("statement_zero")
     nodes = render("statement_list", items=joined([render("statement_eid", node=v) for v in var.values()], ", "))
     rels = render("statement_list", items=joined([render("triple_of", rel=r) for r in rel.values()], ", "))
     blocks = []
@@ -131,9 +134,6 @@ def match_statement(pattern: Pattern, filtered_nodes: Container[str], tiers: Seq
                  if nid in filtered_nodes]
         where += [render("statement_in_types", rel=rel[e.index], tier=tier) for e in pattern.edges
                   if e.index in typed]
-        terms = [render("statement_node_cost", node=var[n.id], tier=tier) for n in pattern.known_nodes]
-        terms += [render("statement_rel_cost", rel=r, tier=tier) for r in rel.values()]
-        gsd = joined(terms, " + ") if terms else render("statement_zero")
         blocks.append(render("match_statement_tier", match=match, conditions=_conditions(where + apart),
                              nodes=nodes, rels=rels, gsd=gsd, tier=tier))
     return render("match_statement", tiers=joined(blocks, "\n"))

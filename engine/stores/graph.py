@@ -226,7 +226,7 @@ class GraphStore:
                 raise self._translate(e) from e
         raise AssertionError("unreachable")
 
-    def read_one(self, query: str, **params: Any) -> Any:
+    def read_one(self, query: str | neo4j.Query, **params: Any) -> Any:
         """The first column of the first row of a read-only statement, as the driver decodes it (no per-row dict,
         no conversion pass: a statement that collects a large list into one row sends it fastest)."""
         import neo4j

@@ -156,7 +156,7 @@ def _paths_agree(eng: Any, rep: Any, pattern: Pattern, ms: MatchSettings, k: int
         assert not pattern.is_connected() or one_statement.PATH_CAP < 10_000
         event("statement: left to the expansion path")
         return
-    event(f"statement: served, tiers run {got[1].expansions}; narrowed {bool(s_replica.narrowed)}; "
+    event(f"statement: settled by tier {got[1].tier}; narrowed {bool(s_replica.narrowed)}; "
           f"top-k {'empty' if not got[0] else 'found'}")
     stmt, s_stmt, names = got
     assert s_stmt.queries == 1  # one statement, whatever the tiers it ran
@@ -205,9 +205,9 @@ def test_each_path_serves_a_retrieve_and_says_so(kgs: Any) -> None:
 def test_a_pattern_past_the_path_cap_goes_to_expansions(kgs: Any, monkeypatch: Any) -> None:
     eng, _ = kgs[1]
     pat = {"triples": [["Ada", "UNKNOWN relation 1", "UNKNOWN 1"], ["UNKNOWN 1", "UNKNOWN relation 2", "UNKNOWN 2"]]}
-    wide = eng.retrieve(pat, k=4, graph="statement")
+    wide = eng.retrieve(pat, k=4, k_node=1, graph="statement")
     monkeypatch.setattr(one_statement, "PATH_CAP", 2)
-    capped = eng.retrieve(pat, k=4, graph="statement")
+    capped = eng.retrieve(pat, k=4, k_node=1, graph="statement")
     assert wide.stats["graph_path"] == "statement" and capped.stats["graph_path"] == "expand"
     assert [round(s.gsd, 6) for s in capped.subgraphs] == [round(s.gsd, 6) for s in wide.subgraphs]
 
