@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GraphReplica", "ReplicaExpansions", "ReplicaState", "VersionKey", "drop_replica_files", "replica_for",
-           "replica_state", "version_key"]
+__all__ = ["GraphReplica", "ReplicaExpansions", "ReplicaState", "VersionKey", "drop_replica_files", "forget_replica",
+           "replica_for", "replica_state", "version_key"]
 
 #: bytes estimated per entity (id, offsets, name and key text, hash index) and per relationship (both directions),
 #: for the guard that decides before a build whether the replica would fit
@@ -650,12 +650,17 @@ def _save(graph: Any, rep: GraphReplica) -> None:
         log.info("graph replica not saved to %s: %s", path, e)
 
 
-def drop_replica_files(graph: Any) -> None:
-    """Forget ``graph``'s KG: this process's replica and the files of every version (when the KG is dropped)."""
-    import shutil
-
+def forget_replica(graph: Any) -> None:
+    """Forget this process's replica of ``graph``'s KG (its files stay: the next use loads its version's file)."""
     slot = _slot(graph)
     with slot.lock:
         slot.replica = None
         slot.too_large = slot.failed = None
+
+
+def drop_replica_files(graph: Any) -> None:
+    """Forget ``graph``'s KG: this process's replica and the files of every version (when the KG is dropped)."""
+    import shutil
+
+    forget_replica(graph)
     shutil.rmtree(replica_dir(graph.kg), ignore_errors=True)
