@@ -57,7 +57,7 @@ EST_RELATIONSHIP_BYTES = 12
 #: a build whose KG changed while it read is tried again this many times before it waits for the next query
 BUILD_TRIES = 3
 #: file format of the saved replicas (a file of another format is ignored and rebuilt)
-FILE_FORMAT = 2
+FILE_FORMAT = 3
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -124,8 +124,11 @@ class GraphReplica:
     without a concatenation; a directed one masks it by ``adj_out``."""
 
     def __init__(self, key: VersionKey, types: Sequence[str], arrays: Mapping[str, np.ndarray],
-                 build_s: float = 0.0, source: str = "neo4j") -> None:
+                 build_s: float = 0.0, source: str = "neo4j", vectors_settled: bool = False) -> None:
         self.key = key
+        #: Milvus held the vectors of this version's entity texts when it was built (no change set's vector work
+        #: was pending): an entity's stored vector may then stand for its name's embedding (:meth:`name_vector_ids`)
+        self.vectors_settled = vectors_settled
         self.types = list(types)
         self.type_index = {t: i for i, t in enumerate(self.types)}
         for name in _ARRAYS:
@@ -163,7 +166,8 @@ class GraphReplica:
     def info(self) -> dict[str, Any]:
         """What a result or ``stats`` reports of it."""
         return {"mb": self.mb, "entities": self.n, "relationships": self.m, "types": len(self.types),
-                "seq": self.key.seq, "stamp": self.key.stamp, "build_s": round(self.build_s, 3), "from": self.source}
+                "seq": self.key.seq, "stamp": self.key.stamp, "build_s": round(self.build_s, 3), "from": self.source,
+                "vectors_settled": self.vectors_settled}
 
     # -- entities -----------------------------------------------------------------------------------------
     def index(self, eids: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -220,6 +224,18 @@ class GraphReplica:
     def has_description(self, i: int) -> bool:
         return bool(self.flags[i] & FLAG_DESCRIPTION)
 
+    def name_vector_ids(self, texts: Sequence[str]) -> dict[str, int]:
+        """For each text that is exactly the name of an entity embedded from its name alone (no description), one
+        such entity: its stored vector is the text's embedding (the load embedded that very text). Empty unless
+        the vectors were settled when the replica was built."""
+        if not self.vectors_settled:
+            return {}
+        out: dict[str, int] = {}
+        for r in self.entities_by_name(texts):
+            if r["name"] not in out and not self.has_description(int(self.index([r["eid"]])[0])):
+                out[r["name"]] = r["eid"]
+        return out
+
     def entities_of_types(self, tids: Sequence[int], limit: int) -> list[int]:
         """eids of the entities of any of these entity types, lowest first, at most ``limit``
         (as ``cypher/entities_of_types.cypher``)."""
@@ -264,7 +280,8 @@ class GraphReplica:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         meta = np.frombuffer(repr({"format": FILE_FORMAT, "key": self.key.__dict__, "types": self.types,
-                                   "build_s": self.build_s}).encode("utf-8"), dtype=np.uint8)
+                                   "build_s": self.build_s, "settled": self.vectors_settled}).encode("utf-8"),
+                             dtype=np.uint8)
         with open(tmp, "wb") as f:
             np.savez(f, meta=meta, **{a: getattr(self, a) for a in _ARRAYS})
         os.replace(tmp, path)
@@ -283,7 +300,8 @@ class GraphReplica:
         except (OSError, ValueError, KeyError, SyntaxError, TypeError) as e:
             log.info("replica file %s not used: %s", path, e)
             return None
-        return cls(key, meta["types"], arrays, float(meta.get("build_s") or 0.0), source="file")
+        return cls(key, meta["types"], arrays, float(meta.get("build_s") or 0.0), source="file",
+                   vectors_settled=bool(meta.get("settled")))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -425,11 +443,14 @@ def build_replica(graph: StreamingReader, limit_bytes: int) -> GraphReplica | No
     Raises :class:`ReplicaTooLarge` when it would exceed ``limit_bytes``."""
     t0 = time.perf_counter()
     before = version_key(graph.kg, graph.version())
+    state = graph.read(cypher("changes_state"), kg=graph.kg)
+    settled = not state or not (state[0]["pending_entities"] or state[0]["pending_relations"])
     got: _Collector = graph.read_stream(cypher("replica_stream"), _Collector(limit_bytes).consume, kg=graph.kg)
     after = version_key(graph.kg, graph.version())
     if after != before:
         return None
     rep = got.replica(before, time.perf_counter() - t0)
+    rep.vectors_settled = settled
     if rep.nbytes > limit_bytes:
         raise ReplicaTooLarge(f"{rep.mb:.1f} MB, over the limit of {limit_bytes / 2**20:.0f} MB")
     rep.build_s = time.perf_counter() - t0

@@ -12,7 +12,7 @@ from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
 from engine.retrieval.graph_paths import EntityReader, GraphPath, choose_path
 from engine.retrieval.matcher import Candidates, Match, SearchStats
-from engine.retrieval.replica import VersionKey, version_key
+from engine.retrieval.replica import GraphReplica, VersionKey, version_key
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
 
@@ -56,6 +56,9 @@ class Retriever:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         #: the graph read replica's memory guard (MB; 0: no replica): see engine.retrieval.graph_paths
         self.graph_cache_mb = graph_cache_mb
+        #: a named node whose text is exactly an entity's name (embedded from that name alone) takes the entity's
+        #: stored vector instead of an embedding (needs a fresh replica: see GraphReplica.name_vector_ids)
+        self.name_vectors = True
         self._version_key: VersionKey | None = None  # the KG's version as the last query read it
         self._has_types: bool | None = None
         self._rel_matrix: tuple[list[int], np.ndarray] | None = None
@@ -134,6 +137,24 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
+    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> None:
+        """Put into the text cache the stored vectors of texts that are exact entity names (one Milvus read for them
+        all) instead of embedding them: the load embedded those very texts."""
+        with self._text_lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        if not missing:
+            return
+        ids = replica.name_vector_ids(missing)
+        if not ids:
+            return
+        got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
+        with self._text_lock:
+            for text, eid in ids.items():
+                v = got.get(eid)
+                if v is not None:
+                    self._text_cache[text] = v
+                    self._text_cache.move_to_end(text)
+
     def forget_texts(self, texts: Sequence[str]) -> None:
         """Drop these texts' embeddings from the cache (a benchmark that asks one question several ways pays the
         embedding each time, as a new question would)."""
@@ -165,6 +186,8 @@ class Retriever:
         type_texts = sorted(set(typed.values()))
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
+        if self.name_vectors and path is not None and path.replica is not None:
+            self._stored_vectors(node_texts, path.replica)
         vecs = self.encode(texts)
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
