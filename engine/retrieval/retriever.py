@@ -6,7 +6,8 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Mapping, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
@@ -60,6 +61,7 @@ class Retriever:
         #: stored vector instead of an embedding (needs a fresh replica: see GraphReplica.name_vector_ids)
         self.name_vectors = True
         self._version_key: VersionKey | None = None  # the KG's version as the last query read it
+        self._reader: Any = None  # worker threads: the version is read while a query embeds and searches
         self._has_types: bool | None = None
         self._rel_matrix: tuple[list[int], np.ndarray] | None = None
         self.text_cache_size = text_cache_size
@@ -76,19 +78,34 @@ class Retriever:
         if refresh is not None:
             refresh()
 
-    def check_version(self) -> int | None:
-        """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
-        KG (this process or another); returns its sequence number (None for a graph without versions)."""
+    def check_version(self, ahead: Future[dict[str, Any]] | None = None) -> int | None:
+        """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
+        an earlier one, whoever changed the KG (this process or another); returns its sequence number (None for a
+        graph without versions)."""
         read = getattr(self.graph, "version", None)
         if read is None:
             return None
-        v = read()
+        v = ahead.result() if ahead is not None else read()
         if v["stamp"] != self._stamp:
             if self._stamp is not None:
                 self.invalidate()
             self._stamp = v["stamp"]
         self._version_key = version_key(self.graph.kg, v)
         return int(v["seq"])
+
+    def _version_ahead(self) -> Future[dict[str, Any]] | None:
+        """The version read, started in a worker thread: the query's embedding and vector search run meanwhile on the
+        version the last query read, and are done again in the rare case that the read finds a newer one."""
+        read = getattr(self.graph, "version", None)
+        if read is None:
+            return None
+        with self._text_lock:
+            if self._reader is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._reader = ThreadPoolExecutor(max_workers=4, thread_name_prefix="isorag-version")
+        future: Future[dict[str, Any]] = self._reader.submit(read)
+        return future
 
     def graph_path(self, settings: MatchSettings | None = None) -> GraphPath:
         """The path of the graph stage for a query on the version :meth:`check_version` read last (the replica only
@@ -108,8 +125,9 @@ class Retriever:
             self._rel_matrix = (rids, mat)
         return self._rel_matrix
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
-        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached.
+    def encode(self, texts: Sequence[str], *, given: Mapping[str, np.ndarray] | None = None) -> np.ndarray | None:
+        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached
+        (``given``: vectors some texts already have, used as they are and not cached here).
 
         Thread-safe: the vectors are taken out under the lock, so another thread's eviction cannot lose them.
         """
@@ -118,10 +136,12 @@ class Retriever:
         import numpy as np
 
         unique = list(dict.fromkeys(texts))
-        got: dict[str, np.ndarray] = {}
+        got: dict[str, np.ndarray] = dict(given or {})
         cache = self._text_cache
         with self._text_lock:
             for t in unique:
+                if t in got:
+                    continue
                 v = cache.get(t)
                 if v is not None:
                     cache.move_to_end(t)
@@ -137,23 +157,22 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
-    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> None:
-        """Put into the text cache the stored vectors of texts that are exact entity names (one Milvus read for them
-        all) instead of embedding them: the load embedded those very texts."""
+    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
+        """The stored vectors of the texts (not in the text cache) that are exact entity names (one Milvus read for
+        them all), instead of embeddings: the load embedded those very texts."""
         with self._text_lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
-        if not missing:
-            return
-        ids = replica.name_vector_ids(missing)
+        ids = replica.name_vector_ids(missing) if missing else {}
         if not ids:
-            return
+            return {}
         got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
+        return {text: got[eid] for text, eid in ids.items() if eid in got}
+
+    def _remember(self, vectors: Mapping[str, np.ndarray]) -> None:
         with self._text_lock:
-            for text, eid in ids.items():
-                v = got.get(eid)
-                if v is not None:
-                    self._text_cache[text] = v
-                    self._text_cache.move_to_end(text)
+            for text, v in vectors.items():
+                self._text_cache[text] = v
+                self._text_cache.move_to_end(text)
 
     def forget_texts(self, texts: Sequence[str]) -> None:
         """Drop these texts' embeddings from the cache (a benchmark that asks one question several ways pays the
@@ -168,7 +187,11 @@ class Retriever:
         return self._has_types
 
     def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float],
-                   path: GraphPath | None = None) -> Candidates:
+                   path: GraphPath | None = None, *, stash: dict[str, np.ndarray] | None = None) -> Candidates:
+        """The candidates of each pattern item: named nodes and known relations from one embedding call and one
+        vector search, typed unknowns from their types' entities. With ``path`` on a replica (and ``stash``), a named
+        node whose text is an entity's exact name takes that entity's stored vector, put into ``stash`` (cached by
+        the caller once the replica proved fresh)."""
         catalog = self.graph.relation_catalog()
         if not catalog:
             raise PatternError(f"KG {self.graph.kg!r} has no relations: load a KG first")
@@ -186,9 +209,11 @@ class Retriever:
         type_texts = sorted(set(typed.values()))
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
-        if self.name_vectors and path is not None and path.replica is not None:
-            self._stored_vectors(node_texts, path.replica)
-        vecs = self.encode(texts)
+        given = (self._stored_vectors(node_texts, path.replica)
+                 if self.name_vectors and path is not None and path.replica is not None and stash is not None else {})
+        if stash is not None:
+            stash.update(given)
+        vecs = self.encode(texts, given=given)
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         node_hits: dict[str, dict[int, float]] = {}
@@ -253,12 +278,28 @@ class Retriever:
         t_start = time.perf_counter()
         deadline = time.monotonic() + settings.deadline_s
         timings: dict[str, float] = {}
-        version = self.check_version()  # one small read: the replica is used only when built on this version
+        # The version is read (one small read) while the candidates are made on the version the last query read;
+        # what depends on it (the relation catalog, the replica's names and vectors, the path) is made again when
+        # the read finds the KG changed. The replica serves only a query whose version it was built on.
+        ahead = self._version_ahead()
+        guess, stamp = self._version_key, self._stamp
+        stash: dict[str, np.ndarray] = {}
         t0 = time.perf_counter()
-        timings["version"] = t0 - t_start
         path = self.graph_path(settings)
         timings["graph"] = time.perf_counter() - t0
-        cands = self.candidates(pat, settings, timings, path)
+        cands = self.candidates(pat, settings, timings, path, stash=stash)
+        t0 = time.perf_counter()
+        version = self.check_version(ahead)
+        timings["version"] = time.perf_counter() - t0
+        if self._version_key != guess:
+            t0 = time.perf_counter()
+            redo = (stamp is not None and self._stamp != stamp) or path.replica is not None
+            path = self.graph_path(settings)
+            timings["graph"] += time.perf_counter() - t0
+            if redo:
+                stash.clear()
+                cands = self.candidates(pat, settings, timings, path, stash=stash)
+        self._remember(stash)
         t0 = time.perf_counter()
         matches, stats, entities, served = path.top_k(pat, cands, k, settings, deadline=deadline)
         result = self.build_result(pat, matches, cands, stats, entities)

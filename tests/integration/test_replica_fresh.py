@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: the writer: change set i replaces (Topic, has_value, V<i-1>) by (Topic, has_value, V<i>), then records i
 WRITER = r"""
-import os, sys
+import os, sys, time
 from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
 from engine._engine import Engine
 from engine.changes.ops import AddTriple, RemoveTriple
@@ -42,6 +42,7 @@ for i in range(1, n + 1):
     with open(out + ".tmp", "w") as f:
         f.write(str(i))
     os.replace(out + ".tmp", out)
+    time.sleep(0.1)  # a pause, so that some questions come after a rebuild caught up
 eng.close()
 """
 
@@ -83,7 +84,7 @@ def test_two_processes_no_stale_answer(tmp_path: Path, make_engine: Any) -> None
     assert stale == 0
     assert len(seen) >= 5  # the answers moved while it asked
     # both kinds of answer were given: from a fresh replica, and from Cypher while a newer one was built
-    assert served["replica"] >= 100 and served["statement"] >= 5, served
+    assert served["replica"] >= 50 and served["statement"] >= 5, served
 
 
 def test_a_replica_is_saved_and_a_new_process_loads_it(make_engine: Any) -> None:
