@@ -65,7 +65,7 @@ def path_ceilings(kb: str, questions: list[dict[str, Any]]) -> tuple[float, floa
       an exact match ranks at GSD 0 -- what any ranking by GSD can expect (the KB also has triples MetaQA's
       answers do not know of, e.g. five films "directed_by Alan Cumming" for a gold answer of one).
     """
-    from metaqa_qtypes import follow_path
+    from engine.datasets.metaqa import follow_path
 
     adj: dict[tuple[str, str], set[str]] = {}
     with open(kb, encoding="utf-8") as f:
@@ -128,7 +128,7 @@ def main() -> None:
         if args.graph == "auto":
             args.graph = "replica,statement,expand"
 
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
     from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
@@ -385,7 +385,7 @@ def run_llm_mode(eng: Any, cfg: Any, args: argparse.Namespace, llm: Any) -> None
 
 def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     from _learned import print_summary, run_learned, split
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     from engine.retrieval.pattern import Pattern
 

@@ -1,5 +1,6 @@
-"""README.md's examples read by the convention that tests/integration/test_readme.py states: its code blocks, the
-``isorag`` lines of its shell blocks, their ``# -> TEXT`` claims and ``<!-- readme-test: skip: REASON -->``."""
+"""The examples of README.md and docs/*.md read by the convention that tests/integration/test_readme.py states: their
+code blocks, the ``isorag`` lines of their shell blocks, their ``# -> TEXT`` claims and
+``<!-- readme-test: skip: REASON -->``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,17 @@ import re
 import shlex
 import tokenize
 from dataclasses import dataclass
+from pathlib import Path
 
 from helpers import ROOT
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def doc_files() -> list[Path]:
+    """README.md first, then every page under docs/ (sorted): the order in which their examples run."""
+    return [README, *sorted(DOCS.glob("**/*.md"))]
 SKIP = re.compile(r"^<!--\s*readme-test:\s*skip:\s*(\S.*?)\s*-->$")
 FENCE = re.compile(r"^```(\w*)")
 PRINT = re.compile(r"^(\s*)print\((.*)\)$", re.S)
@@ -87,8 +95,9 @@ def readme_commands(blocks: list[Block]) -> list[Command]:
     return out
 
 
-def instrument_python(b: Block) -> tuple[str, int]:
-    """The block with each claimed ``print(...)`` turned into a call that checks what it prints."""
+def instrument_python(b: Block, where: str = "README.md") -> tuple[str, int]:
+    """The block with each claimed ``print(...)`` turned into a call that checks what it prints (``where``: the
+    file named in the messages)."""
     lines = b.text.splitlines()
     claims = 0
     for tok in tokenize.generate_tokens(io.StringIO(b.text).readline):
@@ -97,7 +106,7 @@ def instrument_python(b: Block) -> tuple[str, int]:
             continue
         row, col = tok.start
         m = PRINT.match(lines[row - 1][:col].rstrip())
-        assert m, f"README.md:{b.line + row - 1}: a '# ->' claim ends a line that is not a print(...) call"
+        assert m, f"{where}:{b.line + row - 1}: a '# ->' claim ends a line that is not a print(...) call"
         lines[row - 1] = f"{m.group(1)}__claim__({b.line + row - 1}, {claim!r}, {m.group(2)})"
         claims += 1
     prelude = (
@@ -107,6 +116,6 @@ def instrument_python(b: Block) -> tuple[str, int]:
         "    print(text)\n"
         "    rx = '.*'.join(__re.escape(p) for p in claim.split('...'))\n"
         "    if not __re.fullmatch(rx, text, __re.S):\n"
-        "        raise AssertionError(f'README.md:{line}: printed {text!r}, its comment claims {claim!r}')\n"
+        f"        raise AssertionError(f'{where}:{{line}}: printed {{text!r}}, its comment claims {{claim!r}}')\n"
     )
     return prelude + "\n".join(lines) + "\n", claims

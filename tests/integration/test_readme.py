@@ -1,6 +1,8 @@
-"""README.md's examples run as written, on the bundled demo KG, and print what their comments claim.
+"""The examples of README.md and of every page under docs/ run as written, on the bundled demo KG, and print what
+their comments claim.
 
-The convention (README.md states it beside its examples):
+The convention (README.md states it beside its examples; it holds for docs/ too, README first, then the pages in
+sorted order):
 
 - every ```python block runs, and in ```bash blocks every line starting with ``isorag `` runs, in README order,
   with the demo KG of this module: ``kg="demo"`` and ``--kg demo`` are replaced by its unique name (each one
@@ -25,7 +27,7 @@ import pytest
 
 from helpers import ROOT
 from helpers.kg import unique_kg
-from helpers.readme import README, claim_regex, instrument_python, readme_blocks, readme_commands
+from helpers.readme import claim_regex, doc_files, instrument_python, readme_blocks, readme_commands
 
 DEMO_KB = ROOT / "engine" / "data" / "demo" / "kb.txt"
 
@@ -55,35 +57,43 @@ def _env(demo: Any) -> dict[str, str]:
 
 
 def test_readme_examples_run_as_written(demo: Any) -> None:
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))
     env = _env(demo)
     ran = 0
+    for path in doc_files():
+        ran += _run_examples(path, demo, env)
+    assert ran >= 6
+
+
+def _run_examples(path: Any, demo: Any, env: dict[str, str]) -> int:
+    """Run one file's Python blocks, then its ``isorag`` lines; the number run."""
+    name = path.relative_to(ROOT).as_posix()
+    blocks = readme_blocks(path.read_text(encoding="utf-8"))
+    ran = 0
     for b in blocks:
-        if b.skip:
+        if b.skip or b.lang != "python":
             continue
-        if b.lang == "python":
-            code, _ = instrument_python(b)
-            assert code.count('kg="demo"') >= 1, f"README.md:{b.line}: the example must name kg=\"demo\""
-            code = code.replace('kg="demo"', f'kg="{demo.kg}"')
-            res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                                 timeout=600)
-            assert res.returncode == 0, f"README.md:{b.line}: the Python example failed\n{res.stdout}\n{res.stderr}"
-            ran += 1
+        code, _ = instrument_python(b, name)
+        assert code.count('kg="demo"') >= 1, f"{name}:{b.line}: the example must name kg=\"demo\""
+        code = code.replace('kg="demo"', f'kg="{demo.kg}"')
+        res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert res.returncode == 0, f"{name}:{b.line}: the Python example failed\n{res.stdout}\n{res.stderr}"
+        ran += 1
     for cmd in readme_commands(blocks):
         argv = cmd.argv[1:]
         assert argv.count("--kg") == 1 and argv[argv.index("--kg") + 1] == "demo", \
-            f"README.md:{cmd.line}: a command that runs must name --kg demo"
+            f"{name}:{cmd.line}: a command that runs must name --kg demo"
         argv[argv.index("--kg") + 1] = demo.kg
         res = subprocess.run([sys.executable, "-m", "engine.cli", *argv], cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=600)
-        where = f"README.md:{cmd.line}: {' '.join(cmd.argv)}"
+        where = f"{name}:{cmd.line}: {' '.join(cmd.argv)}"
         assert res.returncode == 0, f"{where}\n{res.stdout}\n{res.stderr}"
         if cmd.claim:
             rx = claim_regex(cmd.claim)
             assert any(rx.fullmatch(ln.rstrip()) for ln in res.stdout.splitlines()), \
                 f"{where}: no output line is {cmd.claim!r}\n{res.stdout}"
         ran += 1
-    assert ran >= 6
+    return ran
 
 
 # ------------------------------------------------------------------------------------- unmatched names

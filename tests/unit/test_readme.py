@@ -3,6 +3,8 @@ the main examples are not skipped, and the warning for a pattern node that names
 
 from __future__ import annotations
 
+from typing import Any
+
 from helpers.readme import README, claim_regex, instrument_python, readme_blocks, readme_commands
 
 
@@ -40,3 +42,24 @@ def test_unmatched_warning_text() -> None:
         "no KG entity is named 'X': the match used the nearest entities instead (closest: 'Y' (1.030), 'Z' (1.100))")
     assert unmatched_warning("X", []).endswith("(closest: none)")
     assert normalize_name("  Ｋｌｕｔｅ\u00a0 II ") == normalize_name("klute ii") == "klute ii"
+
+
+def test_docs_links_resolve() -> None:
+    """Every relative link of README.md and docs/ names a file of the repository (and an anchor of it, if given)."""
+    import re
+
+    from helpers.readme import doc_files
+
+    def anchors(path: Any) -> set[str]:
+        heads = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+        return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in heads}
+
+    for path in doc_files():
+        for target in re.findall(r"\]\(([^)#\s]+\.md|[^)#\s]*)(#[^)\s]+)?\)", path.read_text(encoding="utf-8")):
+            file, anchor = target
+            if file.startswith(("http://", "https://")):
+                continue
+            dest = (path.parent / file).resolve() if file else path
+            assert dest.exists(), f"{path.name}: a link to {file!r}, which does not exist"
+            if anchor and dest.suffix == ".md":
+                assert anchor[1:] in anchors(dest), f"{path.name}: no heading {anchor!r} in {file or path.name}"
