@@ -173,7 +173,7 @@ def main() -> None:
 def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
     """The model, connections and caches warm, the replica built (and timed), and each question type's statements
     planned once on every path, before anything is measured."""
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     t0 = time.perf_counter()
     first = eng.retrieve(gold_pattern("movie_to_director", read_questions(1, args.split, 1, Path(args.data))[0]["topic"]),
@@ -193,7 +193,7 @@ def make_smoke_data(folder: Path) -> None:
     types and answers (by following each question's path), small enough to load in seconds."""
     import random
 
-    from metaqa_qtypes import follow_path
+    from engine.datasets.metaqa import follow_path
 
     rng = random.Random(5)
     movies = [f"{a} {b}" for a in ("Silent", "Golden", "Broken", "Distant", "Hidden", "Crimson") for b in
@@ -233,7 +233,7 @@ def make_smoke_data(folder: Path) -> None:
 def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) -> None:
     """Gold patterns through each graph path in one run: per question, every path in turn (the order rotating, the
     question's node texts embedded anew for each, as a new question would be), so that drift hits all alike."""
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     from engine.retrieval.pattern import Pattern
 
