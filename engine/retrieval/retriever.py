@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
-from engine.retrieval.graph_paths import EntityReader, GraphPath, choose_path
 from engine.retrieval.matcher import Candidates, Match, SearchStats
-from engine.retrieval.replica import GraphReplica, VersionKey, version_key
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+
+    # (imported where used: the replica's module loads numpy, which importing the package must not)
+    from engine.retrieval.graph_paths import EntityReader, GraphPath
+    from engine.retrieval.replica import GraphReplica, VersionKey
 
     from engine._protocols import GraphReader, RelationRow, TextEmbedder, VectorIndex
 
@@ -90,6 +92,8 @@ class Retriever:
             if self._stamp is not None:
                 self.invalidate()
             self._stamp = v["stamp"]
+        from engine.retrieval.replica import version_key
+
         self._version_key = version_key(self.graph.kg, v)
         return int(v["seq"])
 
@@ -110,6 +114,8 @@ class Retriever:
     def graph_path(self, settings: MatchSettings | None = None) -> GraphPath:
         """The path of the graph stage for a query on the version :meth:`check_version` read last (the replica only
         when it was built on exactly that version; :func:`engine.retrieval.graph_paths.choose_path`)."""
+        from engine.retrieval.graph_paths import choose_path
+
         return choose_path(self.graph, self._version_key, settings or self.settings, self.graph_cache_mb)
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
