@@ -14,7 +14,10 @@ The last tier keeps every candidate (the exhaustive statement on the candidates)
 
 A **path cap** bounds each statement: it enumerates at most :data:`PATH_CAP` bindings; a tier that reaches it
 hands the query to the expansion path (best-first, exact), so a wide 3-hop pattern costs one capped statement
-plus the usual expansions, never an unbounded enumeration.
+plus the usual expansions, never an unbounded enumeration. A **time budget** (:data:`STATEMENT_BUDGET_S`) bounds
+the rest (a statement that expands every relationship of hub candidates: Neo4j cannot filter them by a type list
+before reading them); a pattern shape whose statements keep being abandoned goes straight to the expansion path
+for a while (:data:`BACKOFF_AFTER`, :data:`BACKOFF_QUERIES`).
 
 Results are ordered as the best-first matcher orders them: by GSD summed in its plan's order, then the edges
 walked against the pattern's direction, then the plan's key (:mod:`engine.retrieval.matcher`). A disconnected
@@ -36,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import CypherReader
     from engine.retrieval.pattern import Pattern
 
-__all__ = ["PATH_CAP", "TIERS", "StatementMatcher"]
+__all__ = ["PATH_CAP", "STATEMENT_BUDGET_S", "TIERS", "StatementMatcher", "forget_backoff"]
 
 #: the cost tiers, as distances above each pattern item's nearest candidate (the last keeps every candidate)
 TIERS = (0.3, 0.6, 0.9, 1.2, math.inf)
@@ -45,6 +48,31 @@ PATH_CAP = 2_000
 #: rows within this much of the k-th smallest GSD (as Neo4j sums it) are returned: the ties of the k-th, whatever
 #: the order of summation
 EPS = 1e-9
+#: seconds one statement may take (within the query's deadline); past it, the expansion path takes the query
+STATEMENT_BUDGET_S = 0.25
+#: ... the first statement of a pattern shape in a process (Neo4j plans its text: hundreds of ms on a busy machine)
+FIRST_BUDGET_S = 3.0
+#: a pattern shape whose statements were abandoned (budget, path cap) this many times in a row goes straight to the
+#: expansion path for the next BACKOFF_QUERIES queries of that shape, then tries one statement again
+BACKOFF_AFTER = 3
+BACKOFF_QUERIES = 100
+
+_FAILS: dict[tuple[str, str], int] = {}
+_BACKOFF: dict[tuple[str, str], int] = {}
+_SEEN: set[tuple[str, str]] = set()
+
+
+def forget_backoff() -> None:
+    """Forget which pattern shapes were sent to the expansion path for a while (every shape tries a statement)."""
+    _FAILS.clear()
+    _BACKOFF.clear()
+
+
+def _abandoned(shape: tuple[str, str]) -> None:
+    n = _FAILS[shape] = _FAILS.get(shape, 0) + 1
+    if n >= BACKOFF_AFTER:
+        _FAILS[shape] = BACKOFF_AFTER - 1  # one more failure after the pause backs off again
+        _BACKOFF[shape] = BACKOFF_QUERIES
 
 
 class StatementMatcher:
@@ -72,11 +100,21 @@ class StatementMatcher:
                        for e, _ in sorted((cands.nodes[n.id] or {}).items(), key=lambda kv: (kv[1], kv[0]))[:16]})
         st = self.settings
         query = _statement(pattern, cands, len(tiers), st.distinct, st.directed)
+        shape = (self.graph.kg, query)
+        if _BACKOFF.get(shape, 0) > 0:  # this shape's statements were abandoned lately: straight to expansions
+            _BACKOFF[shape] -= 1
+            return None
         params: dict[str, Any] = {f"tier{t}": p for t, p in enumerate(tiers)}
         params.update(shared, cap=PATH_CAP, k=k, eps=EPS, near=near)
+        # the first statement of a shape in this process may include Neo4j's planning of its text
+        budget = min(deadline, time.monotonic() + (STATEMENT_BUDGET_S if shape in _SEEN else FIRST_BUDGET_S))
+        _SEEN.add(shape)
         try:
-            out = _read_one(self.graph, query, params, deadline)
+            out = _read_one(self.graph, query, params, budget)
         except DeadlineExceeded:
+            if time.monotonic() < deadline:  # over its own budget, not the query's: the expansion path takes it
+                _abandoned(shape)
+                return None
             stats.deadline_hit = True
             stats.warnings.append(
                 f"deadline of {st.deadline_s:g} s expired: results are the best found so far, not exact")
@@ -86,7 +124,9 @@ class StatementMatcher:
         stats.rows += len(top)
         stats.tier = tier + 1
         if tier < 0 or n >= PATH_CAP:
+            _abandoned(shape)
             return None  # too wide for one statement: the expansion path
+        _FAILS.pop(shape, None)
         got = _ordered(pattern, cands, plan, top)
         bound, last = tiers[tier]["bound"], tiers[tier]["last"]
         if len(got) >= k and (last or got[k - 1].gsd < bound):
