@@ -16,7 +16,7 @@ A **path cap** bounds each statement: it enumerates at most :data:`PATH_CAP` bin
 hands the query to the expansion path (best-first, exact), so a wide 3-hop pattern costs one capped statement
 plus the usual expansions, never an unbounded enumeration. A **time budget** (:data:`STATEMENT_BUDGET_S`) bounds
 the rest (a statement that expands every relationship of hub candidates: Neo4j cannot filter them by a type list
-before reading them); a pattern shape whose statements keep being abandoned goes straight to the expansion path
+before reading them); a pattern shape whose statements keep running over it goes straight to the expansion path
 for a while (:data:`BACKOFF_AFTER`, :data:`BACKOFF_QUERIES`).
 
 Results are ordered as the best-first matcher orders them: by GSD summed in its plan's order, then the edges
@@ -52,8 +52,9 @@ EPS = 1e-9
 STATEMENT_BUDGET_S = 0.25
 #: ... the first statement of a pattern shape in a process (Neo4j plans its text: hundreds of ms on a busy machine)
 FIRST_BUDGET_S = 3.0
-#: a pattern shape whose statements were abandoned (budget, path cap) this many times in a row goes straight to the
-#: expansion path for the next BACKOFF_QUERIES queries of that shape, then tries one statement again
+#: a pattern shape whose statements ran over their budget this many times in a row goes straight to the expansion
+#: path for the next BACKOFF_QUERIES queries of that shape, then tries one statement again (a statement at the path
+#: cap is no such sign: the cap depends on the query's candidates, and a capped statement costs little)
 BACKOFF_AFTER = 3
 BACKOFF_QUERIES = 100
 
@@ -124,8 +125,7 @@ class StatementMatcher:
         stats.rows += len(top)
         stats.tier = tier + 1
         if tier < 0 or n >= PATH_CAP:
-            _abandoned(shape)
-            return None  # too wide for one statement: the expansion path
+            return None  # too wide for one statement (this query's candidates): the expansion path
         _FAILS.pop(shape, None)
         got = _ordered(pattern, cands, plan, top)
         bound, last = tiers[tier]["bound"], tiers[tier]["last"]
