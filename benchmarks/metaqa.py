@@ -2,6 +2,9 @@
 
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
     python benchmarks/metaqa.py --pattern learned [--limit N] [--split test --data DIR] [--no-router]
+    python benchmarks/metaqa.py --graph replica,statement,expand [--limit N] [--oracle]
+    python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, every graph
+                                            # path and the oracle, KG dropped after
 
 ``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (its gold
 patterns from the question types) and answers the other 20% (``--split test``: trained on the whole dev split,
@@ -24,30 +27,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import ROOT, emit, peak_rss_mb, percentile, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA as _DATA
+from _common import drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
 
-DATA = ROOT.parent / "shared" / "data" / "metaqa"
+DATA = _DATA / "metaqa"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
-    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
-    out = []
-    for line, qtype in zip(qa, qt):
-        q, ans = line.split("\t")
-        m = re.search(r"\[([^\]]+)\]", q)
-        if not m:
-            continue
-        out.append({"question": q, "topic": m.group(1), "answers": ans.split("|"), "qtype": qtype.strip(), "hops": hop})
-        if limit and len(out) >= limit:
-            break
-    return out
+    from engine.datasets.metaqa import read_questions as read_metaqa
+
+    folder = data / f"{hop}-hop"
+    return read_metaqa(folder / f"qa_{split}.txt", qtypes=folder / f"qa_{split}_qtype.txt", limit=limit, hops=hop)
 
 
 def norm(s: str) -> str:
@@ -107,32 +102,21 @@ def main() -> None:
     ap.add_argument("--homomorphic", action="store_true",
                     help="allow one KG node for two pattern nodes (MetaQA's answers may repeat an intermediate)")
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
-    ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
+    ap.add_argument("--misses", default=None,
+                    help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
     ap.add_argument("--graph", default="auto",
                     help="comma list of graph paths to run the same questions through in one run: replica, "
                          "statement, expand, auto (e.g. replica,statement,expand), and <path>+embed for a path whose "
                          "named nodes are embedded even where they are exact entity names (no stored vectors); the "
                          "last line has paths: {name: {hits1, p50_ms, p95_ms}} and the ratios of each to expand")
-    ap.add_argument("--smoke", action="store_true",
-                    help="a tiny generated MetaQA-like KB and 10 questions a hop, every path and the oracle, in a KG "
-                         "of its own dropped at the end (under a minute, no dataset needed)")
-    args = ap.parse_args()
-    smoke_dir = None
-    if args.smoke:
-        import tempfile
-
-        smoke_dir = tempfile.mkdtemp(prefix="isorag-metaqa-smoke-")
-        make_smoke_data(Path(smoke_dir))
-        args.data, args.kb, args.limit, args.oracle = smoke_dir, str(Path(smoke_dir) / "kb.txt"), 10, True
-        args.kg = f"metaqa_smoke_{os.getpid()}"
-        if args.graph == "auto":
-            args.graph = "replica,statement,expand"
+    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()), "kb": lambda a: str(smoke_metaqa() / "kb.txt"),
+                           "kg": "bench_smoke_metaqa", "limit": 4, "oracle": True,
+                           "graph": "replica,statement,expand"})
 
     from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import Engine, EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
 
     cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k,
@@ -160,14 +144,7 @@ def main() -> None:
         return
     paths = [g.strip() for g in args.graph.split(",") if g.strip()]
     warm_up(eng, args, paths)
-    try:
-        run_paths(eng, cfg, args, paths)
-    finally:
-        if smoke_dir is not None:
-            import shutil
-
-            eng.drop()
-            shutil.rmtree(smoke_dir, ignore_errors=True)
+    run_paths(eng, cfg, args, paths)
 
 
 def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
@@ -176,8 +153,8 @@ def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
     from engine.datasets.metaqa import gold_pattern
 
     t0 = time.perf_counter()
-    first = eng.retrieve(gold_pattern("movie_to_director", read_questions(1, args.split, 1, Path(args.data))[0]["topic"]),
-                         graph="replica")
+    topic = read_questions(1, args.split, 1, Path(args.data))[0]["topic"]
+    first = eng.retrieve(gold_pattern("movie_to_director", topic), graph="replica")
     print(f"replica ready in {time.perf_counter() - t0:.2f} s: {first.stats['replica']}", flush=True)
     seen: set[str] = set()
     for hop in [int(h) for h in args.hops.split(",")]:
@@ -186,48 +163,6 @@ def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
                 seen.add(q["qtype"])
                 for p in paths:
                     eng.retrieve(gold_pattern(q["qtype"], q["topic"]), k=args.k, graph=p.split("+")[0])
-
-
-def make_smoke_data(folder: Path) -> None:
-    """A MetaQA-like KB (``head|relation|tail``, movies as heads) and 1/2/3-hop dev questions with their question
-    types and answers (by following each question's path), small enough to load in seconds."""
-    import random
-
-    from engine.datasets.metaqa import follow_path
-
-    rng = random.Random(5)
-    movies = [f"{a} {b}" for a in ("Silent", "Golden", "Broken", "Distant", "Hidden", "Crimson") for b in
-              ("River", "Harbor", "Winter", "Garden", "Signal")]
-    people = [f"{a} {b}" for a in ("Mara", "Jonas", "Ilse", "Tomas", "Rhea", "Oskar", "Vera") for b in
-              ("Lind", "Okoye", "Brandt", "Sato")]
-    genres = ["Drama", "Comedy", "Thriller", "Western"]
-    lines: list[tuple[str, str, str]] = []
-    for m in movies:
-        lines.append((m, "directed_by", rng.choice(people)))
-        for a in rng.sample(people, 3):
-            lines.append((m, "starred_actors", a))
-        lines.append((m, "has_genre", rng.choice(genres)))
-        lines.append((m, "release_year", str(rng.randint(1960, 2015))))
-    (folder / "kb.txt").write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in lines), encoding="utf-8")
-    adj: dict[tuple[str, str], set[str]] = {}
-    for h, r, t in lines:
-        adj.setdefault((h, r), set()).add(t)
-        adj.setdefault((t, r), set()).add(h)
-    qtypes = {1: ["movie_to_director", "movie_to_actor", "movie_to_year"],
-              2: ["movie_to_director_to_movie", "movie_to_actor_to_movie"],
-              3: ["movie_to_director_to_movie_to_actor", "movie_to_actor_to_movie_to_genre"]}
-    for hop, types in qtypes.items():
-        d = folder / f"{hop}-hop"
-        d.mkdir(parents=True, exist_ok=True)
-        qa, qt = [], []
-        for i, m in enumerate(movies[:12]):
-            qtype = types[i % len(types)]
-            ans = follow_path(lambda e, r: adj.get((e, r), ()), m, qtype)
-            if ans:
-                qa.append(f"which {qtype.split('_to_')[-1]} is linked to [{m}]\t{'|'.join(sorted(ans))}")
-                qt.append(qtype)
-        (d / "qa_dev.txt").write_text("\n".join(qa) + "\n", encoding="utf-8")
-        (d / "qa_dev_qtype.txt").write_text("\n".join(qt) + "\n", encoding="utf-8")
 
 
 def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) -> None:
@@ -262,7 +197,7 @@ def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) ->
             order = paths[turn % len(paths):] + paths[:turn % len(paths)]
             turn += 1
             for p in order:
-                eng.retriever.forget_texts(texts)
+                eng.retriever.forget_text(*texts)
                 # "<path>+embed": the named nodes embedded even where they are entities' exact names
                 eng.retriever.name_vectors = not p.endswith("+embed")
                 t0 = time.perf_counter()
@@ -324,7 +259,8 @@ def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) ->
         allq = sum(counts.values()) or 1
         out_paths[p] = {"hits1": round(sum(hits1[p][h] * counts[h] for h in counts) / allq, 4),
                         "hits1_by_hop": hits1[p], "hits3_by_hop": hits3[p], "p50_ms": p50, "p95_ms": p95,
-                        "served_by": served[p], "statements_per_query": round(sum(queries[p]) / max(len(queries[p]), 1), 3),
+                        "served_by": served[p],
+                        "statements_per_query": round(sum(queries[p]) / max(len(queries[p]), 1), 3),
                         "same_subgraphs_as_" + paths[0]: round(same_as_first[p] / allq, 4)}
         if args.oracle:
             out_paths[p]["oracle_agreement"] = round(agree[p] / max(oracle_n, 1), 4)
@@ -335,8 +271,9 @@ def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) ->
         base = out_paths["expand"]
         for p in paths:
             if p != "expand":
-                ratios[f"{p}/expand"] = {f"{w}_{s}": round(out_paths[p][f"{w}_ms"][s] / max(base[f"{w}_ms"][s], 1e-9), 3)
-                                         for w in ("p50", "p95") for s in ("graph", "total")}
+                ratios[f"{p}/expand"] = {
+                    f"{w}_{s}": round(out_paths[p][f"{w}_ms"][s] / max(base[f"{w}_ms"][s], 1e-9), 3)
+                    for w in ("p50", "p95") for s in ("graph", "total")}
         print(f"ratios to the expansion path: {ratios}")
     first = out_paths[paths[0]]
     result: dict[str, Any] = {
@@ -354,8 +291,10 @@ def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) ->
         print(f"oracle: {result['oracle']}")
     if misses is not None:
         misses.close()
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
-    emit("metaqa_smoke" if args.smoke else "metaqa", result)
+    emit("metaqa", result)
 
 
 def run_llm_mode(eng: Any, cfg: Any, args: argparse.Namespace, llm: Any) -> None:
@@ -415,6 +354,8 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     print_summary(result)
     result = {"split": args.split, "pattern": "learned", "injective": args.injective, "k": args.k, **result,
               "peak_rss_mb": round(peak_rss_mb(), 1)}
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
     emit("metaqa_learned", result)
 

@@ -1,7 +1,7 @@
 """Scale curve: synthetic KGs of growing size, load throughput, store sizes, retrieval latency, exactness.
 
     python benchmarks/scale.py --edges 100000,1000000,10000000 [--queries 60] [--keep] [--graph replica,expand]
-    python benchmarks/scale.py --smoke
+    python benchmarks/scale.py --smoke      # 2,000 edges loaded online, 6 queries, every path, KG dropped, no plot
 
 Per size: a KG with power-law (Zipf) degrees, thousands of typed relation names made from verb phrases and
 realistic entity names (people, places, organisations, products; a number where a name repeats) is written
@@ -10,8 +10,8 @@ offline importer (:mod:`loaders.offline`: ``neo4j-admin database import full`` i
 per size, under ``$ISORAG_HOME/scale/neo4j-<size>`` on ``--port``, while ONNX embeddings go to Milvus), or with
 ``--loader online`` with the ``BulkLoader`` (batched UNWIND MERGE through Bolt into the shared local Neo4j).
 Gold patterns are sampled with
-:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
-latency per stage (embed, vector, graph, total) p50/p95 for each graph path of ``--graph`` (the in-process
+:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest
+size); latency per stage (embed, vector, graph, total) p50/p95 for each graph path of ``--graph`` (the in-process
 replica, one statement per query, the expansion path: the same patterns through each, in one run); exactness:
 each path's top-k GSDs equal those of the exhaustive Cypher oracle on the same candidates, where the oracle
 finishes within ``--oracle-timeout``. The graph read replica is built once per size, timed and weighed (its arrays,
@@ -21,8 +21,8 @@ With ``--keep`` the KGs stay; a later run finds them loaded and only samples and
 re-measurement), carrying the load figures (time, stages, store growth, peak memory) over from the previous
 ``scale.json``; ``wall_s`` is then that run's time alone.
 
-``--smoke``: one KG of 1,500 edges through the online loader, 8 patterns, every path and the oracle, dropped at
-the end (under a minute; no plot, results in benchmarks/results/scale_smoke.json).
+``--smoke``: one KG of 2,000 edges through the online loader, 6 patterns, every path and the oracle, dropped at
+the end (under a minute; no plot, results in benchmarks/results/scale.smoke.json).
 
 The last line is one JSON object (also benchmarks/results/scale.json); the plot, benchmarks/results/scale.png,
 has four panels against KG size: retrieval latency per stage, load time per stage, store sizes and memory
@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import RESULTS, emit, peak_rss_mb, percentile, server_rss_mb, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import RESULTS, drop_kg, emit, parse_args, peak_rss_mb, percentile, server_rss_mb, start_servers
 
 FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Kwame", "Sofia", "Ivan", "Priya", "Mateo", "Chen", "Amara",
          "Lucas", "Freya", "Tariq", "Elena", "Noah", "Yara", "Hugo", "Mei", "Diego", "Ingrid", "Ravi", "Zofia",
@@ -187,9 +187,7 @@ class _TimedGraph:
 
 def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: bool,
              previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
-    from engine._errors import IsoragError
+    from engine import Engine, EngineConfig, IsoragError, MatchSettings, MilvusSettings, Neo4jSettings
     from engine.retrieval.oracle import oracle_matches
     from engine.evaluation.synth import SynthSettings, Synthesizer
 
@@ -201,7 +199,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     gen_s = time.perf_counter() - t0
     print(f"[{edges:,}] generated {path} in {gen_s:.1f} s", flush=True)
 
-    kg = f"{args.kg_prefix}_{edges}" + (f"_{os.getpid()}" if args.smoke else "")
+    kg = f"{args.kg_prefix}_{edges}"
     local = None
     neo_dir, mil_dir = home / "neo4j", home / "milvus"
     if args.loader == "offline":
@@ -233,7 +231,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
             eng.vectors.drop()
             size0 = {"neo4j": 0.0, "milvus": du_mb(mil_dir)}
         elif st["entities"]:
-            eng.drop()
+            drop_kg(eng)
         summary = eng.load(path, "tsv", progress=not args.quiet, offline_import=local is not None,
                            local_neo4j=local)
         load_s = summary.wall_s
@@ -326,7 +324,8 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
             out[p] = {"queries": n_q,
                       "p50_ms": {s: round(percentile(v, 50), 2) for s, v in per[p].items()},
                       "p95_ms": {s: round(percentile(v, 95), 2) for s, v in per[p].items()},
-                      "total_p50_ms_by_shape": {k2: round(percentile(v, 50), 2) for k2, v in sorted(by_shape[p].items())},
+                      "total_p50_ms_by_shape": {k2: round(percentile(v, 50), 2)
+                                                for k2, v in sorted(by_shape[p].items())},
                       "hit": round(hit[p] / max(n_q, 1), 4), "not_exact_results": not_exact[p],
                       "served_by": served[p], "exact": round(exact_ok[p] / exact_n, 4) if exact_n else None}
         main_p = out[paths[0]]
@@ -345,7 +344,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     stats = eng.graph.stats()
     servers = server_rss_mb()
     if not args.keep:
-        eng.drop()
+        drop_kg(eng)
     eng.close()
     if local is not None:
         local.stop()
@@ -435,7 +434,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         pts = [(x, ld[key]) for x, ld in zip(xs, loads) if ld.get(key)]
         if pts:
             ax.plot(*zip(*pts), "o-", color=c, label=label)
-    walls = [(x, r["wall_s"]) for x, r in zip(xs, results) if r.get("wall_s") and not (r.get("load") or {}).get("reused")]
+    walls = [(x, r["wall_s"]) for x, r in zip(xs, results)
+             if r.get("wall_s") and not (r.get("load") or {}).get("reused")]
     if walls:
         ax.plot(*zip(*walls), "k^--", label="whole run (generate, load, synth, queries)")
     ax.axhline(90 * 60, color="k", lw=0.8, ls=":", label="90 min (target for the 10M run)")
@@ -497,17 +497,14 @@ def main() -> None:
     ap.add_argument("--plot-only", action="store_true", help="redraw scale.png from benchmarks/results/scale.json")
     ap.add_argument("--graph", default="replica,statement,expand",
                     help="graph paths to run the same patterns through (comma list of replica, statement, expand)")
-    ap.add_argument("--kg-prefix", default="scale", help="KG names: <prefix>_<edges>")
-    ap.add_argument("--smoke", action="store_true", help="1,500 edges, online loader, 8 patterns, every path (< 1 min)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.edges, args.queries, args.loader, args.keep, args.reload = "1500", 8, "online", False, False
-        args.oracle_timeout = args.oracle_timeout or 10.0
+    ap.add_argument("--kg-prefix", default="scale", help="the KGs are <prefix>_<edges>")
+    args = parse_args(ap, {"edges": "2000", "queries": 6, "loader": "online", "oracle_timeout": 2.0, "quiet": True,
+                           "kg_prefix": "bench_smoke_scale"})
     import json
 
     prev_file = RESULTS / "scale.json"
-    previous = ({r["edges"]: r for r in json.loads(prev_file.read_text())["sizes"]}
-                if prev_file.exists() and not args.smoke else {})
+    previous = {r["edges"]: r for r in json.loads(prev_file.read_text())["sizes"]} \
+        if prev_file.exists() and not args.smoke else {}
     if args.plot_only:
         plot(list(previous.values()), RESULTS / "scale.png")
         print(f"wrote {RESULTS / 'scale.png'}")
@@ -518,10 +515,9 @@ def main() -> None:
     for e in sizes:
         results.append(run_size(e, args, neo, mil, largest=e == max(sizes), previous=previous.get(e)))
         RESULTS.mkdir(parents=True, exist_ok=True)
-        if not args.smoke:
+        if not args.smoke:  # the committed plot is a real run's
             plot(results, RESULTS / "scale.png")
-    emit("scale_smoke" if args.smoke else "scale", {"sizes": results,
-                                                    "load_avg": [round(x, 2) for x in os.getloadavg()]})
+    emit("scale", {"sizes": results, "load_avg": [round(x, 2) for x in os.getloadavg()]})
 
 
 if __name__ == "__main__":

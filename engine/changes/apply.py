@@ -30,12 +30,12 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Iterator, Sequence
 
 from engine._cypher import cypher, joined, render, rel_type
-from engine._errors import ConfigError, MalformedInputError
+from engine._errors import ConfigError
+from engine._reports import Report, SkipLog
 from engine.stores.graph import entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders.bulk import default_name
 
@@ -62,9 +62,12 @@ def entity_text(name: str | None, description: str | None) -> str:
 
 
 @dataclass
-class ApplyReport:
+class ApplyReport(Report):
     """What a change set did: counts per operation kind, the skipped operations (``file:line: reason``) and the
     KG's version after it."""
+
+    SKIP_COUNT = "skipped"
+    KEEP_SKIPPED = KEEP_SKIPPED
 
     kg: str = ""
     source: str = ""
@@ -88,18 +91,6 @@ class ApplyReport:
     vector_s: float = 0.0
     wall_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def add_skipped(self, errors: Iterable[MalformedInputError], count: int) -> None:
-        """Count lines skipped before the operations reached the applier (by the reader); ``errors``: the first."""
-        self.skipped += count
-        for err in errors:
-            kind = err.reason.split(":", 1)[0].strip()[:80]
-            self.skip_reasons[kind] = self.skip_reasons.get(kind, 0) + 1
-            if len(self.skip_examples) < KEEP_SKIPPED:
-                self.skip_examples.append(str(err))
-
     def lines(self) -> list[str]:
         if self.already_applied:
             head = f"change set {self.source or ''} was already applied to KG {self.kg!r}: nothing changed"
@@ -116,24 +107,11 @@ class ApplyReport:
         return out
 
 
-class _Skips:
-    """The loaders' skip rules for operations that cannot be applied: strict raises, else count and keep some."""
-
-    def __init__(self, report: ApplyReport, strict: bool) -> None:
-        self.report, self.strict = report, strict
-
-    def __call__(self, err: MalformedInputError) -> None:
-        if self.strict:
-            raise err
-        r = self.report
-        r.skipped += 1
-        kind = err.reason.split(":", 1)[0].strip()[:80]
-        r.skip_reasons[kind] = r.skip_reasons.get(kind, 0) + 1
-        if len(r.skip_examples) < KEEP_SKIPPED:
-            r.skip_examples.append(str(err))
+class _Skips(SkipLog):
+    """The skip log of a change set, told of an operation that cannot be applied by the operation itself."""
 
     def op(self, op: Op, reason: str) -> None:
-        self(MalformedInputError(op.path or "<changes>", op.line, reason))
+        self.reject(op.path or "<changes>", op.line, reason)
 
 
 # ------------------------------------------------------------------------------------------- spooling
@@ -518,7 +496,7 @@ class ChangeApplier:
 
         t_start = time.perf_counter()
         report = ApplyReport(kg=self.kg, source=source)
-        skips = _Skips(report, strict)
+        skips = _Skips(keep=KEEP_SKIPPED, strict=strict, into=report)
         g = self.graph
         g.ensure_schema()
         if self.vectors is not None:
@@ -623,9 +601,9 @@ def unused_types(graph: GraphStore, types: Sequence[str], catalog: Container[str
 
 
 def _valid_type(t: str) -> bool:
-    from engine.stores.graph import _REL_TYPE, RESERVED_TYPES
+    from engine.stores.graph import is_relation_type
 
-    return bool(_REL_TYPE.fullmatch(t)) and t not in RESERVED_TYPES
+    return is_relation_type(t)
 
 
 def sync_vectors(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, eids: Iterable[int],

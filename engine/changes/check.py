@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine._cypher import cypher
+from engine._reports import Report
 
 from .apply import ApplyReport, ChangeApplier, entity_text, sync_vectors, unused_types
 
@@ -41,7 +42,7 @@ _PAGE = 10_000
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Report):
     """What differs between the stores (all zero and empty: they agree) and what a repair did."""
 
     kg: str = ""
@@ -68,7 +69,7 @@ class CheckReport:
                     or any(self.duplicates.values()) or self.queued or self.unused_relations)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        return {**super().to_dict(), "ok": self.ok}
 
     def lines(self) -> list[str]:
         kinds = ("entities", "relations", "types")

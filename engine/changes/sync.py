@@ -18,7 +18,7 @@ and the eid space ``[0, 2**63)`` is cut into ``P`` equal ranges, so that each ra
 What the KG is made equal to is what a fresh load of the file gives: its triples, its entities (the keys its
 triples and entity records name), each entity's name (the last name an entity record gives, else the key's default
 name, as the loader names it) and its types (united from its entity records, in order). A user's own nodes adopted
-in place and their own relationships are never compared, so never removed (DESIGN §11). A key that a merge made an
+in place and their own relationships are never compared, so never removed (docs/security.md). A key that a merge made an
 alias is resolved to its target first, as a load resolves it.
 
 Memory: one partition of each side at a time (about :data:`PARTITION_TRIPLES` triples), the spill buffers and the
@@ -34,12 +34,13 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 from engine._cypher import cypher
-from engine._errors import InputError, MalformedInputError
+from engine._reports import Report, SkipLog
+from engine._errors import InputError
 from engine.changes.apply import kg_aliases
 from engine.changes.ops import AddTriple, Op, RemoveEntity, RemoveTriple, SetEntity
 from engine.stores.graph import GraphStore, entity_id, sanitize_relation
@@ -62,9 +63,11 @@ OP_KINDS = ("remove", "add", "set", "remove_entity")
 
 
 @dataclass
-class SyncReport:
+class SyncReport(Report):
     """What a sync found and did. ``applied``: the apply's report as a dict (``None`` on a dry run or when there
     was nothing to change); ``version``: the KG's version after the sync."""
+
+    SKIP_COUNT = "lines_skipped"
 
     path: str = ""
     kg: str = ""
@@ -96,9 +99,7 @@ class SyncReport:
                 + self.entities_added + self.relations_added + self.relations_removed)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["changes"] = self.changes
-        return out
+        return {**super().to_dict(), "changes": self.changes}
 
     def lines(self) -> list[str]:
         head = "would change" if self.dry_run else "changed"
@@ -124,25 +125,7 @@ class SyncReport:
             out.append(f"  the KG is already in step: nothing applied (version {self.version})")
         if self.lines_skipped:
             out.append(f"  lines skipped {self.lines_skipped:,}")
-        for reason, n in sorted(self.skip_reasons.items(), key=lambda kv: -kv[1]):
-            out.append(f"    {n:,} x {reason}")
-        out.extend(f"    e.g. {ex}" for ex in self.skip_examples)
-        return out
-
-
-class _SkipCounter:
-    """Counts a source's skipped lines by kind (the text before the first ':'), keeping the first few."""
-
-    def __init__(self, report: SyncReport, keep: int = 10) -> None:
-        self.report, self.keep = report, keep
-
-    def __call__(self, err: MalformedInputError) -> None:
-        r = self.report
-        r.lines_skipped += 1
-        reason = err.reason.split(":", 1)[0].strip()[:80]
-        r.skip_reasons[reason] = r.skip_reasons.get(reason, 0) + 1
-        if len(r.skip_examples) < self.keep:
-            r.skip_examples.append(str(err))
+        return out + self.skip_lines()
 
 
 def partition_bounds(parts: int) -> list[tuple[int, int]]:
@@ -171,7 +154,7 @@ class _Spill:
             return
         f = self._files[p]
         if f is None:
-            f = self._files[p] = open(self.paths[p], "ab")  # noqa: SIM115 - closed in close()
+            f = self._files[p] = open(self.paths[p], "ab")  # closed in close()
         pickle.dump(self._bufs[p], f, protocol=pickle.HIGHEST_PROTOCOL)
         self._bufs[p] = []
 
@@ -399,7 +382,7 @@ class Syncer:
                 report.applied = applied.to_dict()
                 report.version = applied.version
             else:
-                report.version = _current_version(self.graph)
+                report.version = current_version(self.graph)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         report.wall_s = time.perf_counter() - t0
@@ -420,7 +403,7 @@ def _ops(out: dict[str, _Spill], path: str) -> Iterator[Op]:
                 yield RemoveEntity(item[1])
 
 
-def _current_version(graph: GraphStore) -> int:
+def current_version(graph: GraphStore) -> int:
     return int(graph.version()["seq"])
 
 
@@ -437,10 +420,11 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
               spill_dir: str | Path | None = None, partition_triples: int = PARTITION_TRIPLES,
               batch_size: int | None = None, **options: Any) -> SyncReport:
     """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads; ``None`` for a
-    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
+    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count
+    the difference, write nothing. ``strict``: a malformed line
     stops the sync before anything is written (the file is read whole before the first write anyway)."""
     from loaders import detect_format, open_source
-    from loaders.bulk import _count_lines
+    from loaders.bulk import count_lines
 
     if path is None:  # a tables source given as nodes= and edges= files
         fmt, shown = fmt or "tables", str(options.get("nodes") or "")
@@ -448,9 +432,9 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
     else:
         path = Path(path)
         fmt, shown = fmt or detect_format(path), str(path)
-        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+        total = count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
     report = SyncReport(path=shown, kg=graph.kg)
-    records = open_source(path, fmt, strict=strict, on_skip=_SkipCounter(report), **options)
+    records = open_source(path, fmt, strict=strict, on_skip=SkipLog(keep=report.KEEP_SKIPPED, into=report), **options)
     syncer = Syncer(graph, vectors, embedder, progress=progress, spill_dir=spill_dir,
                     partition_triples=partition_triples)
     return syncer.sync(records, report, total=total, dry_run=dry_run, strict=strict, batch_size=batch_size)

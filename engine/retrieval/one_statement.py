@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from engine._errors import DeadlineExceeded, StoreError
 from engine.retrieval.matcher import INF, Candidates, KGEdge, Match, SearchStats, make_plan, run_before

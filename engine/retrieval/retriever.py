@@ -14,6 +14,7 @@ from engine._errors import PatternError
 from engine.retrieval.matcher import Candidates, Match, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
+from engine._timing import ms
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -68,6 +69,9 @@ class Retriever:
         self._rel_matrix: tuple[list[int], np.ndarray] | None = None
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        #: texts of :meth:`encode` found in its cache, and embedded (counters for the service's metrics)
+        self.text_cache_hits = 0
+        self.text_cache_misses = 0
         self._text_lock = threading.Lock()
         self._stamp: int | None = None  # the KG's version stamp the caches below were built on
 
@@ -79,6 +83,13 @@ class Retriever:
         refresh = getattr(self.graph, "invalidate", None)
         if refresh is not None:
             refresh()
+
+    def forget_text(self, *texts: str) -> None:
+        """Drop these texts' cached embeddings, so that the next retrieval embeds them again (as for a text never
+        seen: what a measurement of a first question needs, or of one question asked several ways)."""
+        with self._text_lock:
+            for text in texts:
+                self._text_cache.pop(text, None)
 
     def check_version(self, ahead: Future[dict[str, Any]] | None = None) -> int | None:
         """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
@@ -152,6 +163,8 @@ class Retriever:
                 if v is not None:
                     cache.move_to_end(t)
                     got[t] = v
+            self.text_cache_hits += len(got)
+            self.text_cache_misses += len(unique) - len(got)
         if len(got) < len(unique):
             miss = [t for t in unique if t not in got]
             vecs = self.embedder.encode(miss)  # outside the lock: other queries need not wait for the model
@@ -179,13 +192,6 @@ class Retriever:
             for text, v in vectors.items():
                 self._text_cache[text] = v
                 self._text_cache.move_to_end(text)
-
-    def forget_texts(self, texts: Sequence[str]) -> None:
-        """Drop these texts' embeddings from the cache (a benchmark that asks one question several ways pays the
-        embedding each time, as a new question would)."""
-        with self._text_lock:
-            for t in texts:
-                self._text_cache.pop(t, None)
 
     def has_types(self) -> bool:
         if self._has_types is None:
@@ -273,7 +279,8 @@ class Retriever:
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t2
         relations = {}
         for e in pattern.edges:
-            relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
+            relations[e.index] = (rel_hits.get(e.relation, {}) if e.relation is not None
+                                  else {t: 0.0 for t in type_names})
         return Candidates(nodes, relations, type_names, cut)
 
     def retrieve(self, pattern: PatternLike, *, k: int | None = None,
@@ -314,7 +321,7 @@ class Retriever:
         result.stats["replica"] = path.info()
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
-        result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds
+        result.timings = {k2: ms(v) for k2, v in timings.items()}
         return result
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
@@ -331,14 +338,17 @@ class Retriever:
                       | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
                       | {eid for near in nearest.values() for eid, _ in near})
         rows = (entities or self.graph.entities)(eids) if eids else {}
-        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
+        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
+               for eid, r in rows.items()}
         for eid in eids:
             ent.setdefault(eid, Entity(eid, str(eid), ""))
         subgraphs = []
         for m in matches:
             triples = [Triple(ent[e.start], cands.type_names.get(e.type, e.type), ent[e.end], ei)
                        for ei, e in sorted(m.edges.items())]
-            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples))
+            node_d = {n: float((cands.nodes.get(n) or {}).get(eid, 0.0)) for n, eid in m.nodes.items()}
+            edge_d = {ei: float(cands.relations.get(ei, {}).get(e.type, 0.0)) for ei, e in m.edges.items()}
+            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples, node_d, edge_d))
         bindings: dict[str, list[AnswerEntity]] = {}
         known_ids = [n.id for n in pat.known_nodes]
         for n in pat.unknown_nodes:

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 
 class CandidateSets(Protocol):
-    """What the oracle's statement reads of :class:`engine.retrieval.matcher.Candidates` (a Protocol, so that this module
-    does not import the matcher, which imports it)."""
+    """What the oracle's statement reads of :class:`engine.retrieval.matcher.Candidates` (a Protocol, so that this
+    module does not import the matcher, which imports it)."""
 
     @property
     def nodes(self) -> Mapping[str, Mapping[int, float] | None]: ...
@@ -104,8 +104,9 @@ def match_statement(pattern: Pattern, filtered_nodes: Container[str], tiers: Seq
     Node ``i`` of the pattern is ``n<i>``, edge ``j`` is ``r<j>``, tier ``t`` reads the map ``$tier<t>``. A node in
     ``filtered_nodes`` is bound to one of the first ``$tier<t>.k_n<i>`` of ``$c_n<i>`` (candidates nearest first)
     and, when known, costs ``$d_n<i>[eid as text]``; an edge in ``tiers[t]`` takes one of the first
-    ``$tier<t>.k_r<j>`` of ``$t_r<j>`` (any other edge any type) and costs ``$d_r<j>[type]``. Relationships are untyped in the pattern, so that the text depends on the
-    pattern's shape and never on its candidates (Neo4j plans each new text once)."""
+    ``$tier<t>.k_r<j>`` of ``$t_r<j>`` (any other edge any type) and costs ``$d_r<j>[type]``. Relationships are
+    untyped in the pattern, so that the text depends on the pattern's shape and never on its candidates (Neo4j
+    plans each new text once)."""
     var = {nid: variable("n", i) for i, nid in enumerate(pattern.nodes)}
     rel = {e.index: variable("r", e.index) for e in pattern.edges}
     untyped = rel_types((), ())
@@ -142,7 +143,8 @@ def match_statement(pattern: Pattern, filtered_nodes: Container[str], tiers: Seq
 def answer_statement(edges: Sequence[tuple[int, int, str, int]], answer: int, seeds: Sequence[int],
                      allowed: Container[str] | None, *, directed: bool) -> Fragment:
     """The query of a synthetic sample's pattern (``cypher/synth_answer.cypher``): ``edges`` are ``(edge index,
-    head index, relationship type, tail index)``, node ``i`` the variable ``n<i>``, edge ``j`` ``r<j>``; each seed's entity is the parameter ``$n<i>``; every node is a distinct entity.
+    head index, relationship type, tail index)``, node ``i`` the variable ``n<i>``, edge ``j`` ``r<j>``; each seed's
+    entity is the parameter ``$n<i>``; every node is a distinct entity.
     Types are checked against ``allowed`` (``None``: the types as sampled from the KG)."""
     used = sorted({h for _, h, _, _ in edges} | {t for _, _, _, t in edges})
     var = {i: variable("n", i) for i in used}

@@ -1,6 +1,6 @@
 """Embeddings in Milvus: entity, relation and type vectors of one KG under one embedding model.
 
-Collections (DESIGN §2), one set per (KG, embedding model)::
+Collections, one set per (KG, embedding model)::
 
     <kg>__<model>__entities   eid INT64 pk,                vector FLOAT_VECTOR(dim)
     <kg>__<model>__relations  rid INT64 pk, name VARCHAR,  vector FLOAT_VECTOR(dim)
@@ -13,7 +13,7 @@ names sanitize alike cannot share a set silently.
 Vectors are float32 and L2-normalized by the caller.  Distances returned are Euclidean distances
 (``sqrt`` of Milvus' squared L2; derived from the score for an IP/COSINE index).
 
-Loading follows what was measured on the bundled Milvus 2.3.5 (DESIGN §10): insert in 10k-row
+Loading follows what was measured on the bundled Milvus 2.3.5 (docs/benchmarks.md): insert in 10k-row
 batches, flush, build the index, wait until ``pending_index_rows`` is 0, then load; one
 ``search()`` call for all of a query's vectors.
 
@@ -56,7 +56,7 @@ _NAME = "name"
 _NAME_MAX = 65535
 _VEC_INDEX = "vector_idx"
 
-BATCH = 10_000  # rows per insert (DESIGN §10)
+BATCH = 10_000  # rows per insert: the size at which Milvus 2.3.5 took 19-20k inserts/s here
 QUERY_BATCH = 8_192  # pks per query (<= Milvus' 16,384 result cap)
 TOPK_MAX = 16_384  # Milvus' cap on limit
 EF_MAX = 32_768  # knowhere's cap on HNSW ef
@@ -140,7 +140,7 @@ def _unavailable_code(exc: BaseException) -> bool:
     if callable(code):  # grpc.RpcError
         try:
             code = code()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a status code that cannot be read is no known code
             code = None
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return True
@@ -229,7 +229,7 @@ class VectorStore:
             kwargs["token"] = token
         if self.lite:
             try:
-                import milvus_lite  # noqa: F401  # type: ignore[import-untyped]
+                import milvus_lite  # noqa: F401 - only whether it is installed  # type: ignore[import-untyped]
             except ImportError as exc:
                 raise ConfigError(
                     f"MILVUS_URI={self.uri!r} is a Milvus Lite file; install it with "
@@ -241,7 +241,7 @@ class VectorStore:
         t0 = time.monotonic()
         try:
             connections.connect(alias=self._alias, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - pymilvus raises several types
+        except Exception as exc:  # pymilvus raises several types
             reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             raise StoreUnavailableError(
                 "Milvus", self.uri, f"{reason} (after {time.monotonic() - t0:.1f} s)"
@@ -340,7 +340,7 @@ class VectorStore:
                 self._written[kind] = _IdSet()
             else:
                 return None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"opening collection {name!r}", exc) from exc
         self._cols[kind] = col
         return col
@@ -448,7 +448,7 @@ class VectorStore:
             chunk = wanted[start : start + QUERY_BATCH].tolist()
             try:
                 col.delete(f"{pk} in {chunk}", timeout=DATA_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"deleting from {self.names[kind]!r}", exc) from exc
 
     def get_names(self, kind: str, ids: Sequence[int]) -> dict[int, str]:
@@ -526,7 +526,7 @@ class VectorStore:
                     delay *= 3
                     continue
                 raise self._wrap(f"upsert into {name!r}", exc) from exc
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"upsert into {name!r}", exc) from exc
 
     # ------------------------------------------------------------------ index + load
@@ -573,7 +573,7 @@ class VectorStore:
             self._index_names[kind] = _VEC_INDEX
             self._metric[kind] = wanted["metric_type"]
             self._itype[kind] = wanted["index_type"]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"creating the index of {self.names[kind]!r}", exc) from exc
 
     def _wait_index(self, kind: str, timeout: float = INDEX_TIMEOUT) -> None:
@@ -588,7 +588,7 @@ class VectorStore:
                     name, index_name=self._index_names.get(kind, ""), using=self._alias,
                     timeout=DDL_TIMEOUT,
                 )
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"index progress of {name!r}", exc) from exc
             pending = prog.get("pending_index_rows")
             if pending is None:  # servers that do not report it
@@ -605,7 +605,7 @@ class VectorStore:
     def _load(self, kind: str, col: Any) -> None:
         try:
             col.load(timeout=LOAD_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"loading {self.names[kind]!r}", exc) from exc
         self._loaded.add(kind)
 
@@ -616,7 +616,7 @@ class VectorStore:
 
         try:
             state = utility.load_state(self.names[kind], using=self._alias, timeout=DDL_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"load state of {self.names[kind]!r}", exc) from exc
         if getattr(state, "name", str(state)).endswith("Loaded"):
             self._loaded.add(kind)
@@ -633,7 +633,7 @@ class VectorStore:
         if not self._is_loaded(kind):
             try:
                 has_index = self._vector_index(col) is not None
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"describing the index of {self.names[kind]!r}", exc) from exc
             if not has_index:
                 self._ensure_index(kind, col)
@@ -687,7 +687,7 @@ class VectorStore:
                 # A single segment has nothing to merge: skipped (6-10 s at 43k rows).
                 col.compact(timeout=DDL_TIMEOUT)
                 col.wait_for_compaction_completed(timeout=DATA_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"flushing {self.names[k]!r}", exc) from exc
         self._ensure_index(k, col)
         self._wait_index(k)
@@ -712,7 +712,7 @@ class VectorStore:
                 response = self._conn._stub.Search(request, timeout=SEARCH_TIMEOUT)
                 check_status(response.status)
                 return response.results
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - any failure of a search attempt is retried, then reported typed
                 last_exc = exc
                 text = str(exc).lower()
                 if attempt == 0 and ("not loaded" in text or "not load" in text):
@@ -779,7 +779,7 @@ class VectorStore:
             return col.query(
                 expr=expr, output_fields=fields, consistency_level=consistency, timeout=DATA_TIMEOUT
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"query on {self.names[kind]!r}", exc) from exc
 
     def existing_ids(self, kind: str, ids: Sequence[int]) -> set[int]:
@@ -837,7 +837,7 @@ class VectorStore:
             while rows := it.next():
                 yield np.fromiter((r[pk] for r in rows), dtype=np.int64, count=len(rows))
             it.close()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"reading the ids of {self.names[kind]!r}", exc) from exc
 
     #: rows one query returns at most (Milvus' result cap)
@@ -880,7 +880,7 @@ class VectorStore:
             rows = {int(r[pk]): r for r in self._query(kind, expr, fields, "Strong")}
             try:
                 col.delete(expr, timeout=DATA_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"deleting duplicates from {self.names[kind]!r}", exc) from exc
             keep = np.asarray(sorted(rows), dtype=np.int64)
             vecs = np.stack([np.asarray(rows[i][_VEC], dtype=np.float32) for i in keep.tolist()])
@@ -891,7 +891,7 @@ class VectorStore:
         if removed:
             try:
                 col.flush(timeout=DATA_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"flushing {self.names[kind]!r}", exc) from exc
         return removed
 
@@ -905,7 +905,7 @@ class VectorStore:
             try:
                 if utility.has_collection(name, using=self._alias, timeout=DDL_TIMEOUT):
                     utility.drop_collection(name, using=self._alias, timeout=DDL_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"dropping {name!r}", exc) from exc
         self._cols.clear()
         self._loaded.clear()
@@ -922,5 +922,5 @@ class VectorStore:
 
         try:
             connections.remove_connection(self._alias)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
             pass

@@ -249,7 +249,8 @@ def test_a_statement_over_its_budget_goes_to_expansions(kgs: Any, monkeypatch: A
 
 def test_the_replica_path_keeps_the_deadline(kgs: Any) -> None:
     eng, _ = kgs[1]
-    pat = {"triples": [["Ada", "UNKNOWN relation 1", "UNKNOWN a 1"], ["UNKNOWN a 1", "UNKNOWN relation 2", "UNKNOWN b 2"],
+    pat = {"triples": [["Ada", "UNKNOWN relation 1", "UNKNOWN a 1"],
+                       ["UNKNOWN a 1", "UNKNOWN relation 2", "UNKNOWN b 2"],
                        ["UNKNOWN b 2", "UNKNOWN relation 3", "UNKNOWN c 3"]]}
     eng.retrieve(pat, k=1, graph="replica")  # built and fresh
     res = eng.retrieve(pat, k=100_000, k_node=12, deadline_s=0.002, graph="replica")

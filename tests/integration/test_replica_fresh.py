@@ -61,8 +61,8 @@ def test_two_processes_no_stale_answer(tmp_path: Path, make_engine: Any) -> None
     done = tmp_path / "done"
     done.write_text("0")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, eng.kg, eng.graph.uri, eng.vectors.uri, str(done), "1000000"],
-                              env=env, cwd=ROOT)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, eng.kg, eng.graph.uri, eng.vectors.uri, str(done), "1000000"], env=env, cwd=ROOT)
     pat = {"triples": [["Topic", "has_value", "UNKNOWN value 1"]]}
     stale, served, seen = 0, {"replica": 0, "statement": 0, "expand": 0}, set()
     try:

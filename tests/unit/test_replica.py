@@ -82,8 +82,10 @@ def test_names_keys_homonyms_descriptions_and_types(rep: GraphReplica) -> None:
 
 def test_expansions_filter_types_candidates_closing_ends_and_the_cap(rep: GraphReplica) -> None:
     src = ReplicaExpansions(rep)
-    rows = [{"id": 0, "h": 30, "types": None}, {"id": 1, "h": 30, "types": ["starred"]}, {"id": 2, "h": 77, "types": None}]
-    got = src.fetch(Fetch(Step(0, "a", "b", False, True), rows, None, rep.types, None, None, None), 1e18, SearchStats(), {})
+    rows = [{"id": 0, "h": 30, "types": None}, {"id": 1, "h": 30, "types": ["starred"]},
+            {"id": 2, "h": 77, "types": None}]
+    got = src.fetch(Fetch(Step(0, "a", "b", False, True), rows, None, rep.types, None, None, None), 1e18,
+                    SearchStats(), {})
     assert sorted(map(tuple, got[0])) == [("directed_by", True, 10), ("starred", True, 20), ("starred", True, 21)]
     assert sorted(map(tuple, got[1])) == [("starred", True, 20), ("starred", True, 21)] and 2 not in got
     cands = src.fetch(Fetch(Step(0, "a", "b", False, True), rows[:1], None, rep.types, None, [21, 10], None), 1e18,
@@ -95,8 +97,8 @@ def test_expansions_filter_types_candidates_closing_ends_and_the_cap(rep: GraphR
     capped = src.fetch(Fetch(Step(0, "a", "b", False, True), rows[:1], None, rep.types, None, None, 2), 1e18,
                        SearchStats(), {})
     assert len(capped[0]) == 2
-    near = src.neighbours([{"id": 0, "cands": [30, 40], "types": ["directed_by"]}, {"id": 1, "cands": [21], "types": None}],
-                          10, 1e18, SearchStats())
+    near = src.neighbours([{"id": 0, "cands": [30, 40], "types": ["directed_by"]},
+                           {"id": 1, "cands": [21], "types": None}], 10, 1e18, SearchStats())
     assert near == {0: [10], 1: [20, 30]}
 
 
