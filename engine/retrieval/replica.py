@@ -56,6 +56,8 @@ EST_ENTITY_BYTES = 96
 EST_RELATIONSHIP_BYTES = 12
 #: a build whose KG changed while it read is tried again this many times before it waits for the next query
 BUILD_TRIES = 3
+#: seconds between two tries of a build that found the KG changing
+BUILD_PAUSE_S = 0.05
 #: file format of the saved replicas (a file of another format is ignored and rebuilt)
 FILE_FORMAT = 3
 
@@ -438,12 +440,22 @@ def estimate_bytes(graph: StreamingReader) -> int:
 
 def build_replica(graph: StreamingReader, limit_bytes: int) -> GraphReplica | None:
     """The KG's replica, read from Neo4j by one streamed read and stamped with the version read before it; None
-    when a batch was committed while it read (the version moved: the arrays may mix two versions).
+    when a change set was under way as it began, or a batch was committed while it read (the arrays may mix two
+    versions).
+
+    Neo4j's reads are not snapshots, and a reader can see a committing transaction's changes in part: its stamp
+    on the version node already, some of its relationships not yet. So a version equal before and after the stream
+    does not prove the stream saw one version. What does: a change set marks itself under way (``cs_done`` false)
+    in a transaction of its own before its first batch, and done in another after its last; a stream that began
+    while none was under way and ended on the version it began on cannot have seen any of a batch's changes,
+    since a change set's mark is visible before any of its batches is written.
 
     Raises :class:`ReplicaTooLarge` when it would exceed ``limit_bytes``."""
     t0 = time.perf_counter()
     before = version_key(graph.kg, graph.version())
     state = graph.read(cypher("changes_state"), kg=graph.kg)
+    if state and state[0].get("cs_done") is False:
+        return None  # a change set is under way: its batches may be read in part
     settled = not state or not (state[0]["pending_entities"] or state[0]["pending_relations"])
     got: _Collector = graph.read_stream(cypher("replica_stream"), _Collector(limit_bytes).consume, kg=graph.kg)
     after = version_key(graph.kg, graph.version())
@@ -640,8 +652,9 @@ def _build(graph: Any, slot: _Slot, limit_mb: int) -> None:
                 if estimate_bytes(graph) > limit:
                     raise ReplicaTooLarge(f"estimated over the limit of {limit_mb} MB")
                 rep = build_replica(graph, limit)
-                if rep is None:
-                    continue  # the KG changed while it was read: read it again
+                if rep is None:  # a change set under way, or one committed while it read: read it again
+                    time.sleep(BUILD_PAUSE_S)
+                    continue
                 _save(graph, rep)
             with slot.lock:
                 slot.replica, slot.failed, slot.too_large = rep, None, None
