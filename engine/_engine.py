@@ -320,6 +320,9 @@ class Engine:
         with self.graph.lock("drop"):
             self.graph.drop()
             self.vectors.drop()
+            from engine.retrieval.replica import drop_replica_files
+
+            drop_replica_files(self.graph)
         self._vectors = None
         self._retriever = None
         self._features = None
@@ -333,7 +336,8 @@ class Engine:
                 from engine.retrieval.retriever import Retriever
 
                 self.require_kg()
-                self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
+                self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match,
+                                            graph_cache_mb=self.config.graph_cache_mb)
             return self._retriever
 
     def retrieve(self, pattern: PatternLike, k: int | None = None, **match: Any) -> RetrievalResult:
