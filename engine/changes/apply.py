@@ -272,9 +272,10 @@ class ChangeApplier:
         """The batches to go through, the index of the first and the operations before it."""
         if run.ops_done is not None:  # resumed after the committed operations, cut as the KG is now
             rest = itertools.islice(unspool(spool_path), run.ops_done, None)
-            return batches(rest, run.batch_size, kg_aliases(self.graph)), run.resume, run.ops_done
+            return batches(rest, run.batch_size, lambda: kg_aliases(self.graph)), run.resume, run.ops_done
         # a run of code that counted batches only is cut again as it was (the KG's aliases then unknown)
-        return batches(unspool(spool_path), run.batch_size, None if run.resume else kg_aliases(self.graph)), 0, 0
+        return batches(unspool(spool_path), run.batch_size, None if run.resume else lambda: kg_aliases(self.graph)), \
+            0, 0
 
     def _run_batches(self, report: ApplyReport, skips: _Skips, run: _Run, spool_path: str) -> None:
         from tqdm import tqdm

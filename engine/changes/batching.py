@@ -10,9 +10,12 @@ statements go kind by kind (merges, entity removals, triple removals, triple add
 entities left without triples), with every key resolved through the KG's aliases once, before the transaction. So a
 batch ends early wherever that would differ from running its operations in order: where an operation names a key
 whose resolution an earlier operation of the batch changed (a merge moves its source's keys, a removal frees the
-aliases of what it removes), and where the kinds' order would swap two operations on one entity that do not commute.
-The cutter follows the aliases through the change set as the statements change them (:class:`AliasMap`), starting
-from the KG's own, so the cut is right across change sets too.
+aliases of what it removes), where the kinds' order would swap two operations on one entity that do not commute,
+and before a merge that follows an entity removal (whose sweep may take an entity the merge names).
+The cutter follows the aliases through a batch as its merges and removals may change them (:class:`AliasMap`; a key
+they may move ends the batch), and reads them from the KG again after a batch that merged or removed entities (a
+merge of an entity that does not exist is skipped, which only the batch's run tells), so the cut is right across
+batches and change sets too.
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ class Cutter:
         keys = self._resolved(op)
         c = KIND_ORDER[type(op)]
         if c == MERGE:
-            return any(k in s for s in self.by_class for k in keys)
+            # (an entity removal may take entities its triples joined with it: the merge could name one)
+            return bool(self.by_class[REMOVE_ENTITY]) or any(k in s for s in self.by_class for k in keys)
         if c == REMOVE_ENTITY:
             return any(k in s for s in self.by_class[REMOVE_ENTITY:] for k in keys)
         if c == REMOVE:
@@ -112,16 +116,23 @@ class Cutter:
             self.moved |= self.aliases.remove(keys[0])
 
 
-def batches(ops: Iterable[Op], size: int, aliases: Mapping[str, str] | None = None) -> Iterator[list[Op]]:
+def batches(ops: Iterable[Op], size: int,
+            aliases: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None) -> Iterator[list[Op]]:
     """Batches of at most ``size`` operations, cut where running a batch by kind would differ from running it in
-    order; ``aliases`` (key -> the key it resolves to) are the KG's aliases before the first."""
-    cut = Cutter(aliases)
+    order. ``aliases``: the KG's aliases (key -> the key it resolves to), or a function that reads them, called
+    before the first batch and again after each batch that merged or removed entities (the generator goes on once
+    its caller has written that batch: whether a merge was applied is known only then)."""
+    read: Callable[[], Mapping[str, str]] = aliases if callable(aliases) else (lambda: aliases or {})
+    cut = Cutter(read())
     batch: list[Op] = []
     for op in ops:
         if batch and (len(batch) >= size or cut.conflicts(op)):
             yield batch
+            if any(isinstance(o, (MergeEntity, RemoveEntity)) for o in batch):
+                cut = Cutter(read())  # the aliases as the batch left them
+            else:
+                cut.reset()
             batch = []
-            cut.reset()
         cut.take(op)
         batch.append(op)
     if batch:
