@@ -1,6 +1,7 @@
 """Living KGs: a change set and a sync against a full reload, on MetaQA and on the 1M-edge scale KG.
 
     python benchmarks/update.py [--metaqa-only] [--kb ../shared/data/metaqa/kb.txt] [--edges 1000000] [--keep]
+    python benchmarks/update.py --smoke    # 600 triples of the bundled demo KG, no scale KG: under a minute
 
 Per KG (MetaQA's KB; the scale KG of ``--edges`` triples that ``benchmarks/scale.py`` generates, reused from its
 cache under ``$ISORAG_HOME/scale``):
@@ -16,11 +17,16 @@ cache under ``$ISORAG_HOME/scale``):
    differs by 1% from the KG (0.5% of its triples dropped, 0.5% new ones): ``sync_s``, ``client_peak_rss_mb``;
    then a second sync of the same file with ``--dry-run`` must find nothing to change (``resync_changes`` = 0);
 5. ``stores_agree``: ``Engine.stats`` after everything (counts in Neo4j and Milvus agree), and the KG's triple
-   count equals the distinct triples of the sync file.
+   count equals the distinct triples of the sync file;
+6. a full check of the stores without ``--deep`` (``Engine.check``: every id and every vector's text digest of both
+   stores compared): ``check_s``, which must find nothing (``check_ok``), and ``check_over_reload`` (its share of a
+   full reload of the same KG; at most 0.2 is the aim).
 
 The last line is one JSON object (also benchmarks/results/update.json) with, among others, ``metaqa_changeset_s``,
-``metaqa_reload_s``, ``scale_sync_s``, ``scale_reload_s``, ``scale_client_peak_rss_mb``, ``graph_ops_per_s`` and
-``stores_agree``. ``--metaqa-only`` skips the scale KG. The KGs are dropped at the end unless ``--keep``.
+``metaqa_reload_s``, ``metaqa_check_s``, ``scale_sync_s``, ``scale_reload_s``, ``scale_check_s``,
+``scale_client_peak_rss_mb``, ``graph_ops_per_s`` and ``stores_agree``. ``--metaqa-only`` skips the scale KG. The KGs
+are dropped at the end unless ``--keep``. ``--smoke``: the first 600 triples of the bundled demo KG and 100
+graph-only operations, no scale KG (results in benchmarks/results/update.smoke.json).
 """
 
 from __future__ import annotations
@@ -205,6 +211,15 @@ def bench(name: str, path: Path, args: argparse.Namespace, neo: str, mil: str, w
     out["stores_agree"] = bool(st["agree"]) and out["triples_match_file"] and again["changes"] == 0
     print(f"[{name}] stores agree: {st['agree']}, KG triples {st['neo4j']['triples']:,} = file "
           f"{len(set(target)):,}: {out['triples_match_file']}; second sync changes {again['changes']}", flush=True)
+
+    # 6. a full check of both stores, without --deep
+    t0 = time.perf_counter()
+    check = eng.check(progress=False)
+    out["check_s"] = round(time.perf_counter() - t0, 2)
+    out["check_ok"] = check.ok
+    out["check_over_reload"] = round(out["check_s"] / out["reload_s"], 4) if out["reload_s"] else None
+    print(f"[{name}] check (no --deep): {'agree' if check.ok else 'DIFFER'} in {out['check_s']} s, "
+          f"{out['check_over_reload']} of a full reload", flush=True)
     if not args.keep:
         eng.drop()
     eng.close()
@@ -220,15 +235,22 @@ def main() -> None:
     ap.add_argument("--graph-ops", type=int, default=20_000, help="size of the graph-only change set")
     ap.add_argument("--keep", action="store_true", help="keep the KGs afterwards (default: drop them)")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes on the bundled demo KG (under a minute)")
     args = ap.parse_args()
+    if args.smoke:
+        args.metaqa_only, args.graph_ops = True, 100
     kb = Path(args.kb)
-    if not kb.is_file():
-        kb = Path("/work/shared/data/metaqa/kb.txt")
     neo, mil = start_servers()
-    result: dict[str, Any] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()]}
+    result: dict[str, Any] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()], "smoke": args.smoke}
     with tempfile.TemporaryDirectory(prefix="isorag-update-") as tmp:
         work = Path(tmp)
-        mq = bench("metaqa", kb, args, neo, mil, work)
+        if args.smoke:  # the first triples of the demo KG the package ships: no data to fetch
+            kb = work / "smoke.txt"
+            demo = (ROOT / "engine" / "data" / "demo" / "kb.txt").read_text(encoding="utf-8").splitlines()
+            kb.write_text("".join(line + "\n" for line in demo[:600]), encoding="utf-8")
+        elif not kb.is_file():
+            raise SystemExit(f"{kb}: no such file (give --kb, or run --smoke)")
+        mq = bench("smoke" if args.smoke else "metaqa", kb, args, neo, mil, work)
         result["metaqa"] = mq
         agree = [mq["stores_agree"]]
         sc: dict[str, Any] | None = None
@@ -243,6 +265,10 @@ def main() -> None:
         "metaqa_changeset_s": mq["changeset_s"],
         "metaqa_reload_s": mq["reload_s"],
         "metaqa_sync_s": mq["sync_s"],
+        "metaqa_check_s": mq["check_s"],
+        "scale_check_s": sc["check_s"] if sc else None,
+        "check_over_reload": max(x["check_over_reload"] or 0 for x in ([mq, sc] if sc else [mq])),
+        "check_ok": all(x["check_ok"] for x in ([mq, sc] if sc else [mq])),
         "scale_edges": None if args.metaqa_only else args.edges,
         "scale_sync_s": sc["sync_s"] if sc else None,
         "scale_sync_diff_s": sc["sync"]["diff_s"] if sc else None,
@@ -258,7 +284,7 @@ def main() -> None:
         "server_rss_mb": {k: round(v, 1) for k, v in server_rss_mb().items()},
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
     })
-    emit("update", result)
+    emit("update.smoke" if args.smoke else "update", result)
 
 
 if __name__ == "__main__":

@@ -76,10 +76,9 @@ def type_id(kg: str, name: str) -> int:
     return stable_id("t", kg, name)
 
 
-def is_relationship_type(text: str) -> bool:
-    """Whether ``text`` is a relationship type isorag writes: an identifier (``[A-Za-z_][A-Za-z0-9_]*``) that is not
-    one of its own bookkeeping types."""
-    return bool(_REL_TYPE.fullmatch(text)) and text not in RESERVED_TYPES
+def is_relation_type(name: str) -> bool:
+    """Whether ``name`` can be a KG relation's relationship type: an identifier, and not one of the engine's own."""
+    return bool(_REL_TYPE.fullmatch(name)) and name not in RESERVED_TYPES
 
 
 def sanitize_relation(name: str) -> str:
@@ -428,7 +427,7 @@ class GraphStore:
                 for r in g["rels"]:
                     t = r["type"]
                     if t not in seen:
-                        if not is_relationship_type(t):
+                        if not is_relation_type(t):
                             raise UnknownRelationError(f"not a valid relationship type: {t!r}")
                         seen.add(t)
         return self.write(cypher("merge_relationships"), merge=list(groups),

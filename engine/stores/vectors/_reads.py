@@ -180,7 +180,7 @@ class Reads(Indexing):
         return int(rows[0]["count(*)"]) if rows else 0
 
     def _scan(self, kind: str, fields: list[str], batch: int, what: str) -> Iterator[list[dict[str, Any]]]:
-        """Every row of ``kind`` (its ``fields``), in batches (strong consistency; a pk stored twice comes twice)."""
+        """Every row of ``kind`` (its ``fields``), in batches (strong consistency; a pk stored twice comes once)."""
         self._check_kind(kind)
         if self._col(kind) is None:
             return
@@ -196,7 +196,7 @@ class Reads(Indexing):
             raise self._wrap(f"reading the {what} of {self.names[kind]!r}", exc) from exc
 
     def iter_ids(self, kind: str, batch: int = QUERY_BATCH) -> Iterable[np.ndarray]:
-        """Every stored primary key of ``kind``, in batches (a pk stored twice comes twice)."""
+        """Every stored primary key of ``kind``, in batches (a pk stored twice comes once: ``count`` tells)."""
         self._check_kind(kind)
         pk = PK_FIELD[kind]
         for rows in self._scan(kind, [pk], batch, "ids"):
