@@ -334,6 +334,12 @@ class BulkLoader:
         renamed = [r["eid"] for r in records.values() if r["name"]]
         info = {"eids": list(names), "renamed": renamed, "names": names,
                 "rels": sorted(rel_names), "types": sorted(types)}
+        return info, self._split_triples(groups)
+
+    def _split_triples(self, groups: dict[int, list[dict[str, Any]]]
+                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The batch's triples by head: (to MERGE, to CREATE: those of heads this load created, see
+        :meth:`_write_nodes`)."""
         fresh = self._fresh
         merge: list[dict[str, Any]] = []
         create: list[dict[str, Any]] = []
@@ -346,7 +352,7 @@ class BulkLoader:
                 create.append({"h": h, "rels": rels})
             else:
                 merge.append({"h": h, "rels": rels})
-        return info, (merge, create)
+        return merge, create
 
     def _aliased(self, batch: Sequence[TripleRecord | EntityRecord]) -> dict[str, str]:
         """alias key -> the key of the entity it resolves to, for the keys of ``batch`` that are aliases
