@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
-from _common import ROOT, emit, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import ROOT, emit, parse_args, start_servers
 
 #: the child: a dry-run sync of the file, with HUB_FACTOR as given, printing its report and its peak RSS
 _CHILD = """
@@ -78,14 +78,12 @@ def main() -> None:
     ap.add_argument("--hub", type=int, default=1_000_000, help="triples of the hub entity")
     ap.add_argument("--partition-triples", type=int, default=50_000, help="the sync's partition size")
     ap.add_argument("--keep", action="store_true", help="keep the KG afterwards (default: drop it)")
-    ap.add_argument("--smoke", action="store_true", help="a hub of 5,000 triples, partitions of 500")
-    args = ap.parse_args()
-    if args.smoke:
-        args.hub, args.partition_triples = 5_000, 500
+    ap.add_argument("--kg", default="sync_hub", help="the KG's name")
+    args = parse_args(ap, {"hub": 5_000, "partition_triples": 500, "kg": "bench_smoke_sync_hub"})
     neo, mil = start_servers()
     env = {**os.environ, "NEO4J_URI": neo, "MILVUS_URI": mil, "PYTHONPATH": str(ROOT)}
-    kg = "sync_hub_smoke" if args.smoke else "sync_hub"
-    out: dict[str, Any] = {"hub": args.hub, "partition_triples": args.partition_triples, "smoke": args.smoke,
+    kg = args.kg
+    out: dict[str, Any] = {"hub": args.hub, "partition_triples": args.partition_triples,
                            "load_avg_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(prefix="isorag-sync-hub-") as tmp:
         kb, edited = Path(tmp) / "kb.txt", Path(tmp) / "edited.txt"
@@ -114,7 +112,7 @@ def main() -> None:
         from engine.stores.graph import GraphStore
 
         GraphStore(Neo4jSettings.from_env(uri=neo), kg).drop()
-    emit("sync_hub.smoke" if args.smoke else "sync_hub", out)
+    emit("sync_hub", out)
 
 
 if __name__ == "__main__":

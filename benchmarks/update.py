@@ -1,12 +1,13 @@
 """Living KGs: a change set and a sync against a full reload, on MetaQA and on the 1M-edge scale KG.
 
     python benchmarks/update.py [--metaqa-only] [--kb ../shared/data/metaqa/kb.txt] [--edges 1000000] [--keep]
-    python benchmarks/update.py --smoke    # 600 triples of the bundled demo KG, no scale KG: under a minute
+    python benchmarks/update.py --smoke     # a few hundred demo triples, 100 graph-only operations, no scale KG
 
 Per KG (MetaQA's KB; the scale KG of ``--edges`` triples that ``benchmarks/scale.py`` generates, reused from its
 cache under ``$ISORAG_HOME/scale``):
 
-1. a full load into a fresh KG ``sync_bench_<name>`` (the BulkLoader, as ``isorag load``): ``reload_s``;
+1. a full load into a fresh KG ``<--kg-prefix>_<name>`` (default ``sync_bench_<name>``; the BulkLoader, as
+   ``isorag load``): ``reload_s``;
 2. a change set made from the file (seeded): 1% of its triples removed, as many new triples added (existing
    entities and relations, pairs not in the KG), 0.1% of its entities renamed; applied with ``apply_changes``:
    ``changeset_s``, changes per second into each store (graph: operations / the graph stage's seconds; vectors:
@@ -25,8 +26,9 @@ cache under ``$ISORAG_HOME/scale``):
 The last line is one JSON object (also benchmarks/results/update.json) with, among others, ``metaqa_changeset_s``,
 ``metaqa_reload_s``, ``metaqa_check_s``, ``scale_sync_s``, ``scale_reload_s``, ``scale_check_s``,
 ``scale_client_peak_rss_mb``, ``graph_ops_per_s`` and ``stores_agree``. ``--metaqa-only`` skips the scale KG. The KGs
-are dropped at the end unless ``--keep``. ``--smoke``: the first 600 triples of the bundled demo KG and 100
-graph-only operations, no scale KG (results in benchmarks/results/update.smoke.json).
+are dropped at the end unless ``--keep``. ``--smoke``: the small MetaQA folder made from the bundled demo KG (a few
+hundred triples) and 100 graph-only operations, no scale KG, KGs ``bench_smoke_update_*`` (results in
+benchmarks/results/update.smoke.json).
 """
 
 from __future__ import annotations
@@ -42,14 +44,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
-from _common import ROOT, emit, peak_rss_mb, server_rss_mb, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA, ROOT, drop_kg, emit, parse_args, peak_rss_mb, server_rss_mb, smoke_metaqa, start_servers
 
 
 def read_triples(path: Path) -> list[tuple[str, str, str]]:
     """The file's distinct triples, in file order (the benchmark's own bookkeeping, not the code measured)."""
-    from loaders import open_source
-    from loaders._model import TripleRecord
+    from loaders import TripleRecord, open_source
 
     seen: dict[tuple[str, str, str], None] = {}
     for rec in open_source(path):
@@ -112,18 +113,14 @@ def run_cli(argv: list[str]) -> tuple[dict[str, Any], float, float]:
 
 def bench(name: str, path: Path, args: argparse.Namespace, neo: str, mil: str, work: Path) -> dict[str, Any]:
     """Steps 1-6 of the module docstring on one KG."""
-    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import Engine, EngineConfig, MilvusSettings, Neo4jSettings
 
-    kg = f"sync_bench_{name}"
+    kg = f"{args.kg_prefix}_{name}"
     rng = random.Random(args.seed)
     eng = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil)))
     eng.embedder.encode(["warm up"])
     out: dict[str, Any] = {"kg": kg, "file": str(path)}
-    try:
-        eng.drop()
-    except Exception:  # noqa: BLE001 - nothing to drop
-        pass
+    drop_kg(eng)
     # 1. full load
     t0 = time.perf_counter()
     load = eng.load(path, progress=not args.quiet)
@@ -135,7 +132,7 @@ def bench(name: str, path: Path, args: argparse.Namespace, neo: str, mil: str, w
     target, again = sync(eng, name, triples, set(removes), current, work, rng, out)
     agree_and_check(eng, name, target, again, out)
     if not args.keep:
-        eng.drop()
+        drop_kg(eng)
     eng.close()
     return out
 
@@ -249,29 +246,24 @@ def agree_and_check(eng: Any, name: str, target: list[Any], again: dict[str, Any
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kb", default=str(ROOT.parent / "shared" / "data" / "metaqa" / "kb.txt"))
+    ap.add_argument("--kb", default=str(DATA / "metaqa" / "kb.txt"))
     ap.add_argument("--edges", type=int, default=1_000_000, help="size of the scale KG (benchmarks/scale.py)")
     ap.add_argument("--metaqa-only", action="store_true", help="skip the scale KG")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--graph-ops", type=int, default=20_000, help="size of the graph-only change set")
     ap.add_argument("--keep", action="store_true", help="keep the KGs afterwards (default: drop them)")
     ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes on the bundled demo KG (under a minute)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.metaqa_only, args.graph_ops = True, 100
+    ap.add_argument("--kg-prefix", default="sync_bench", help="the KGs are <prefix>_metaqa and <prefix>_scale")
+    args = parse_args(ap, {"kb": lambda a: str(smoke_metaqa() / "kb.txt"), "metaqa_only": True, "graph_ops": 100,
+                           "quiet": True, "kg_prefix": "bench_smoke_update"})
     kb = Path(args.kb)
     neo, mil = start_servers()
-    result: dict[str, Any] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()], "smoke": args.smoke}
+    result: dict[str, Any] = {"load_avg_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory(prefix="isorag-update-") as tmp:
         work = Path(tmp)
-        if args.smoke:  # the first triples of the demo KG the package ships: no data to fetch
-            kb = work / "smoke.txt"
-            demo = (ROOT / "engine" / "data" / "demo" / "kb.txt").read_text(encoding="utf-8").splitlines()
-            kb.write_text("".join(line + "\n" for line in demo[:600]), encoding="utf-8")
-        elif not kb.is_file():
+        if not kb.is_file():
             raise SystemExit(f"{kb}: no such file (give --kb, or run --smoke)")
-        mq = bench("smoke" if args.smoke else "metaqa", kb, args, neo, mil, work)
+        mq = bench("metaqa", kb, args, neo, mil, work)
         result["metaqa"] = mq
         agree = [mq["stores_agree"]]
         sc: dict[str, Any] | None = None
@@ -305,7 +297,7 @@ def main() -> None:
         "server_rss_mb": {k: round(v, 1) for k, v in server_rss_mb().items()},
         "load_avg_end": [round(x, 2) for x in os.getloadavg()],
     })
-    emit("update.smoke" if args.smoke else "update", result)
+    emit("update", result)
 
 
 if __name__ == "__main__":

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine._cypher import cypher
+from engine._reports import Report
 from engine.stores.graph import entity_id
 from engine.stores.texts import entity_text, text_digest
 
@@ -50,7 +51,7 @@ KINDS = ("entities", "relations", "types")
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Report):
     """What differs between the stores (all zero and empty: they agree) and what a repair did."""
 
     kg: str = ""
@@ -79,7 +80,7 @@ class CheckReport:
                     or any(self.duplicates.values()) or self.queued or self.unused_relations or self.wrong_ids)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        return {**super().to_dict(), "ok": self.ok}
 
     def lines(self) -> list[str]:
         out = [f"KG {self.kg!r}: the stores " + ("agree" if self.ok else "differ")

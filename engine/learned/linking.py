@@ -5,7 +5,8 @@ read through the name index); when no span is a name, the spans go through one e
 search over entity names (fuzzy candidates, within :data:`FUZZY_DISTANCE`). Each candidate is described by a few
 features (length, capitalization, nesting in other candidates, how many entities
 bear the name, and how often the span occurs in the training questions *outside* their topic: "movies", "what",
-"star" are the questions' own words). A logistic acceptance over them (a fuzzy candidate's discounted by its distance), fitted on the training questions (their
+"star" are the questions' own words). A logistic acceptance over them (a fuzzy candidate's discounted by its distance),
+fitted on the training questions (their
 bracketed or recorded topics are the gold), gives each candidate a probability; the best is the topic, and more
 spans that do not overlap it are topics too while their probability is over one half (conjunctions).
 """
@@ -170,7 +171,8 @@ class LinkModel:
     """The learned acceptance of candidates: logistic weights over :data:`FEATURES` and the template rates (the
     share of training questions whose text outside the topic holds the span)."""
 
-    def __init__(self, weights: Sequence[float] | np.ndarray, template_rate: Mapping[str, float], max_topics: int = 1) -> None:
+    def __init__(self, weights: Sequence[float] | np.ndarray, template_rate: Mapping[str, float],
+                 max_topics: int = 1) -> None:
         self.weights = np.asarray(weights, dtype=np.float64)
         self.template_rate = dict(template_rate)
         self.max_topics = max_topics
@@ -224,8 +226,9 @@ class LinkModel:
         return cls(obj["weights"], obj["template_rate"], int(obj.get("max_topics", 1)))
 
 
-def fit_link_model(examples: Sequence[tuple[str, Sequence[Candidate], Sequence[str]]], template_rate: Mapping[str, float],
-                   max_topics: int, *, epochs: int = 300, l2: float = 1e-3) -> LinkModel:
+def fit_link_model(examples: Sequence[tuple[str, Sequence[Candidate], Sequence[str]]],
+                   template_rate: Mapping[str, float], max_topics: int, *, epochs: int = 300,
+                   l2: float = 1e-3) -> LinkModel:
     """The acceptance fitted on ``(text, candidates, gold topic names)``: a candidate is positive when its name or
     mention is a gold topic (normalized)."""
     import torch

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
+from engine._timing import ms
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
@@ -59,12 +60,21 @@ class Retriever:
         self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        #: texts of :meth:`encode` found in its cache, and embedded (counters for the service's metrics)
+        self.text_cache_hits = 0
+        self.text_cache_misses = 0
         self._text_lock = threading.Lock()
 
     def invalidate(self) -> None:
         """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types (a new
         generation of :attr:`watch`). The pattern-text embeddings stay: a text's vector does not depend on the KG."""
         self.watch.forget()
+
+    def forget_text(self, text: str) -> None:
+        """Drop one text's cached embedding, so that the next retrieval embeds it again (as for a text never seen:
+        what a measurement of a first question needs)."""
+        with self._text_lock:
+            self._text_cache.pop(text, None)
 
     def check_version(self) -> int | None:
         """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
@@ -107,6 +117,8 @@ class Retriever:
                 if v is not None:
                     cache.move_to_end(t)
                     got[t] = v
+            self.text_cache_hits += len(got)
+            self.text_cache_misses += len(unique) - len(got)
         if len(got) < len(unique):
             miss = [t for t in unique if t not in got]
             vecs = self.embedder.encode(miss)  # outside the lock: other queries need not wait for the model
@@ -190,7 +202,8 @@ class Retriever:
         timings["graph"] = time.perf_counter() - t2
         relations = {}
         for e in pattern.edges:
-            relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
+            relations[e.index] = (rel_hits.get(e.relation, {}) if e.relation is not None
+                                  else {t: 0.0 for t in type_names})
         return Candidates(nodes, relations, type_names, cut)
 
     def retrieve(self, pattern: PatternLike, *, k: int | None = None,
@@ -210,7 +223,7 @@ class Retriever:
         result.kg_version = version
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
-        result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds
+        result.timings = {k2: ms(v) for k2, v in timings.items()}
         return result
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
@@ -225,14 +238,17 @@ class Retriever:
                       | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
                       | {eid for near in nearest.values() for eid, _ in near})
         rows = self.graph.entities(eids) if eids else {}
-        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
+        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
+               for eid, r in rows.items()}
         for eid in eids:
             ent.setdefault(eid, Entity(eid, str(eid), ""))
         subgraphs = []
         for m in matches:
             triples = [Triple(ent[e.start], cands.type_names.get(e.type, e.type), ent[e.end], ei)
                        for ei, e in sorted(m.edges.items())]
-            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples))
+            node_d = {n: float((cands.nodes.get(n) or {}).get(eid, 0.0)) for n, eid in m.nodes.items()}
+            edge_d = {ei: float(cands.relations.get(ei, {}).get(e.type, 0.0)) for ei, e in m.edges.items()}
+            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples, node_d, edge_d))
         bindings: dict[str, list[AnswerEntity]] = {}
         known_ids = [n.id for n in pat.known_nodes]
         for n in pat.unknown_nodes:

@@ -30,7 +30,7 @@ _DRIVERS_LOCK = threading.Lock()
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
 _REL_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Relationship types the engine uses for its own bookkeeping; never a KG relation. Every label, relationship type
-#: and property isorag writes is in its namespace (``Isorag*``, ``ISORAG_*``, ``isorag_*``: DESIGN §11).
+#: and property isorag writes is in its namespace (``Isorag*``, ``ISORAG_*``, ``isorag_*``; see docs/security.md).
 RESERVED_TYPES = frozenset({"ISORAG_IS_A"})
 _RESERVED_PREFIX = "ISORAG_"
 #: A relationship type made from a relation name is at most this long (a longer name is cut and keeps a digest
@@ -453,6 +453,25 @@ class GraphStore:
         rows = [{"name": n, "name_key": name_key(n)} for n in names]
         return self.read_named("entities_by_name", rows=rows, kg=self.kg) if rows else []
 
+    def search_entities(self, text: str, *, limit: int, skip: int = 0) -> list[dict[str, Any]]:
+        """``{eid, name, key, degree}`` of this KG's entities whose name contains ``text`` (case folded): exact
+        names first, then prefixes, then shorter names; one page."""
+        return self.read_named("entity_search", kg=self.kg, text=text.lower(), limit=limit, skip=skip)
+
+    def entity(self, eid: int) -> dict[str, Any] | None:
+        """``{eid, name, key, degree}`` of an entity of this KG (degree: its KG triples), or None."""
+        rows = self.read_named("entity_degree", kg=self.kg, eid=eid)
+        return rows[0] if rows else None
+
+    def neighbours(self, eid: int, *, limit: int, skip: int = 0) -> list[dict[str, Any]]:
+        """One page of the KG triples around entity ``eid`` (``head_eid``, ``relation``, ``tail_eid`` and the
+        neighbour's ``eid``, ``name``, ``key``), in a stable order."""
+        return self.read_named("entity_neighbours", kg=self.kg, eid=eid, limit=limit, skip=skip)
+
+    def list_kgs(self) -> list[dict[str, Any]]:
+        """Every KG of this DBMS that has a version (``kg``, ``seq``, ``at``), by name."""
+        return self.read_named("kg_list")
+
     def lock(self, purpose: str, ttl_s: float | None = None) -> KGLock:
         """The KG's writer lease (:class:`KGLock`), to hold while writing it."""
         return KGLock(self, purpose, ttl_s)
@@ -464,7 +483,7 @@ class GraphStore:
         return rows[0] if rows else None
 
     def drop(self, batch: int = 10_000) -> int:
-        """Remove this KG from Neo4j: exactly what isorag wrote for it (DESIGN §11), other KGs untouched.
+        """Remove this KG from Neo4j: exactly what isorag wrote for it (docs/security.md), other KGs untouched.
 
         The entities isorag created are deleted with their relationships; an adopted entity (a user's node, see
         :mod:`loaders.existing`) gets back to what it was before the adoption: isorag's label, ``isorag_*``

@@ -32,8 +32,8 @@ KEYS = [f"e{i}" for i in range(9)]
 def kgs(draw: st.DrawFn) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
     n = draw(st.integers(4, 7))
     names = {f"e{i}": draw(st.sampled_from(NAMES)) for i in range(n)}
-    triples = draw(st.lists(st.tuples(st.sampled_from(list(names)), st.sampled_from(RELS), st.sampled_from(list(names))),
-                            min_size=3, max_size=14))
+    keys = st.sampled_from(list(names))
+    triples = draw(st.lists(st.tuples(keys, st.sampled_from(RELS), keys), min_size=3, max_size=14))
     return names, triples
 
 

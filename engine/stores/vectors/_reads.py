@@ -67,7 +67,7 @@ class Reads(Indexing):
                 response = self._conn._stub.Search(request, timeout=SEARCH_TIMEOUT)
                 check_status(response.status)
                 return response.results
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - any failure of a search attempt is retried, then reported typed
                 last_exc = exc
                 text = str(exc).lower()
                 if attempt == 0 and ("not loaded" in text or "not load" in text):
@@ -134,7 +134,7 @@ class Reads(Indexing):
             return col.query(
                 expr=expr, output_fields=fields, consistency_level=consistency, timeout=DATA_TIMEOUT
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"query on {self.names[kind]!r}", exc) from exc
 
     def existing_ids(self, kind: str, ids: Sequence[int]) -> set[int]:
@@ -192,7 +192,7 @@ class Reads(Indexing):
             while rows := it.next():
                 yield rows
             it.close()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"reading the {what} of {self.names[kind]!r}", exc) from exc
 
     def iter_ids(self, kind: str, batch: int = QUERY_BATCH) -> Iterable[np.ndarray]:
