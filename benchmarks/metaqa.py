@@ -1,15 +1,23 @@
 """MetaQA retrieval benchmark (SimGRAG's setting: k(n) = k(r) = 16, k = 3).
 
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
-    python benchmarks/metaqa.py --pattern learned [--limit N] [--split test --data DIR] [--no-router]
+    python benchmarks/metaqa.py --pattern learned [--train-from gold|qa|synth] [--limit N] [--split test --data DIR]
+                                [--no-router] [--unanswerable FILE] [--smoke]
     python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, KG dropped after
 
-``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (its gold
-patterns from the question types) and answers the other 20% (``--split test``: trained on the whole dev split,
+``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (``--train-from
+gold``: its gold patterns from the question types; ``qa``: the question-answer pairs alone, relation paths found
+in the KG; ``synth``: no MetaQA question at all, ``--synth-n`` samples of ``isorag synth`` on the KG, several
+wordings each) and answers the other 20% (``--split test``: trained on the whole dev split,
 tested on ``qa_test.txt`` with its ``qa_test_qtype.txt`` from ``--data DIR``) as plain text, brackets removed;
 the same questions are answered with their gold patterns, and the router is measured with the scripted test LLM
 (benchmarks/_learned.py). The last line then has ``hits1``, ``hits1_gold``, ``linking_acc``, ``pattern_acc`` per
-hop and ``p50_ms`` per stage (link, generate, embed, vector, graph, total).
+hop and ``p50_ms`` per stage (link, generate, embed, vector, graph, total), and ``unanswerable``: the 200 questions
+of ``benchmarks/data/metaqa_unanswerable.jsonl``, which the KG cannot answer (written for this benchmark: budgets,
+composers, birthplaces...), asked without an LLM (``answered_wrong_share``: how many got an entity as the answer)
+and through the router with the scripted LLM (``to_llm_share``, beside ``answerable_to_llm_share``).
+``--smoke``: a KG of a few hundred triples cut from the demo KB around 40 demo questions a hop (1 and 2 hops),
+20 unanswerable questions, under a minute on a fresh machine.
 
 For each question the gold pattern is built from its question type (qa_*_qtype.txt) and topic entity; the
 top-ranked answer entity of ``Engine.retrieve`` is checked against the gold answers (Hits@1), and the top-3
@@ -30,9 +38,11 @@ from typing import Any
 
 import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA as _DATA
-from _common import drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
+from _common import (DEMO, ROOT, drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_dir, smoke_metaqa,
+                     start_servers)
 
 DATA = _DATA / "metaqa"
+UNANSWERABLE = ROOT / "benchmarks" / "data" / "metaqa_unanswerable.jsonl"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
@@ -86,6 +96,13 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA), help="MetaQA folder ({1,2,3}-hop/qa_<split>.txt and its qtypes)")
     ap.add_argument("--seed", type=int, default=42, help="--pattern learned: the split's and the training's seed")
     ap.add_argument("--no-router", action="store_true", help="--pattern learned: skip the router measurement")
+    ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold",
+                    help="--pattern learned: gold patterns, question-answer pairs alone, or synth's questions alone")
+    ap.add_argument("--synth-n", type=int, default=6000, help="--train-from synth: samples of isorag synth")
+    ap.add_argument("--synth-shapes", default="path1,path2,path3", help="--train-from synth: isorag synth --shapes")
+    ap.add_argument("--unanswerable", default=str(UNANSWERABLE),
+                    help="--pattern learned: questions the KG cannot answer (JSON Lines: question, topic, asks); "
+                         "'' for none")
     ap.add_argument("--limit", type=int, default=None, help="first N questions per hop")
     ap.add_argument("--kg", default="metaqa")
     ap.add_argument("--kb", default=str(DATA / "kb.txt"))
@@ -101,8 +118,17 @@ def main() -> None:
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
     ap.add_argument("--misses", default=None,
                     help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
-    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()), "kb": lambda a: str(smoke_metaqa() / "kb.txt"),
-                           "kg": "bench_smoke_metaqa", "limit": 4})
+    # a learned smoke run trains on 40 demo questions a hop (1 and 2 hops) on the demo triples around them
+
+    def learned(a: argparse.Namespace) -> bool:
+        return bool(a.pattern == "learned")
+
+    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()),
+                           "kb": lambda a: str(smoke_kb(smoke_dir() / "kb.txt") if learned(a)
+                                               else smoke_metaqa() / "kb.txt"),
+                           "hops": lambda a: "1,2" if learned(a) else a.hops,
+                           "kg": lambda a: "bench_smoke_metaqa_learned" if learned(a) else "bench_smoke_metaqa",
+                           "limit": 4})
 
     from engine.datasets.metaqa import gold_pattern
 
@@ -113,7 +139,7 @@ def main() -> None:
     cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k,
                                          injective="none" if args.homomorphic else args.injective))
-    eng = Engine(cfg)
+    eng = Engine(cfg, llm=False if args.pattern == "learned" else None)
     st = eng.graph.stats()
     if st["entities"] == 0 or not eng.stats()["agree"]:
         print(f"loading {args.kb} into KG {args.kg!r} ...", flush=True)
@@ -216,8 +242,36 @@ def main() -> None:
     emit("metaqa", result)
 
 
+def smoke_questions(hop: int) -> list[dict[str, Any]]:
+    """40 of the demo's MetaQA questions with ``hop`` hops (the demo KB's films)."""
+    rows = [json.loads(line) for line in (DEMO / "generator_questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [{**r, "hops": hop} for r in rows if r["hops"] == hop][:40]
+
+
+def smoke_kb(out: Path) -> Path:
+    """The demo KB's triples on the gold paths of the smoke questions (a few hundred): a KG loaded in seconds."""
+    from engine.datasets.metaqa import relation_path
+
+    triples = [line.split("|") for line in (DEMO / "kb.txt").read_text(encoding="utf-8").splitlines() if line]
+    adj: dict[str, list[tuple[str, str, str]]] = {}
+    for h, r, t in triples:
+        adj.setdefault(h, []).append((h, r, t))
+        adj.setdefault(t, []).append((h, r, t))
+    keep: set[tuple[str, str, str]] = set()
+    for hop in (1, 2):
+        for q in smoke_questions(hop):
+            front = {q["topic"]}
+            for rel in relation_path(q["qtype"]):
+                step = [x for e in front for x in adj.get(e, []) if x[1] == rel][:60]
+                keep.update(step)
+                front = {x[0] if x[2] in front else x[2] for x in step} - front
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in sorted(keep)), encoding="utf-8")
+    return out
+
+
 def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
-    from _learned import print_summary, run_learned, split
+    from _learned import print_summary, read_unanswerable, run_learned, split, synth_records
     from engine.datasets.metaqa import gold_pattern
 
     from engine.retrieval.pattern import Pattern
@@ -228,30 +282,40 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     def items(split_name: str, limit: int | None) -> list[dict[str, Any]]:
         out = []
         for hop in hops:
-            for q in read_questions(hop, split_name, limit, data):
+            qs = smoke_questions(hop) if args.smoke else read_questions(hop, split_name, limit, data)
+            for q in qs:
                 out.append({**q, "text": q["question"].replace("[", "").replace("]", ""),
                             "gold": Pattern.from_json(gold_pattern(q["qtype"], q["topic"]))})
         return out
 
-    if args.split == "test":
+    if args.split == "test" and not args.smoke:
         train, test = items("dev", None), items("test", args.limit)
     else:
         train, test = [], []
+        every = items(args.split, args.limit)
         for hop in hops:  # 80/20 within each hop
-            per = [q for q in items(args.split, args.limit) if q["hops"] == hop]
-            a, b = split(per, 0.8, args.seed)
+            a, b = split([q for q in every if q["hops"] == hop], 0.8, args.seed)
             train += a
             test += b
     for q in train + test:
         q["hop"] = q["hops"]
-    result = run_learned(eng, train, test, name="metaqa", k=args.k, seed=args.seed, router=not args.no_router)
+    records = None
+    if args.train_from == "synth":
+        n = 150 if args.smoke else args.synth_n
+        records = synth_records(eng, n, args.synth_shapes.split(","), args.seed, "metaqa")
+    unanswerable = read_unanswerable(Path(args.unanswerable)) if args.unanswerable else None
+    if unanswerable and args.smoke:
+        unanswerable = unanswerable[:20]
+    result = run_learned(eng, train, test, name=f"metaqa_{args.train_from}", k=args.k, seed=args.seed,
+                         router=not args.no_router, train_from=args.train_from, records=records,
+                         unanswerable=unanswerable)
     print_summary(result)
-    result = {"split": args.split, "pattern": "learned", "injective": args.injective, "k": args.k, **result,
-              "peak_rss_mb": round(peak_rss_mb(), 1)}
+    result = {"split": args.split, "pattern": "learned", "train_from": args.train_from, "injective": args.injective,
+              "k": args.k, "smoke": args.smoke, **result, "peak_rss_mb": round(peak_rss_mb(), 1)}
     if args.smoke:
         drop_kg(eng)
     eng.close()
-    emit("metaqa_learned", result)
+    emit(f"metaqa_learned_{args.train_from}", result)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ DEFAULT_K = 3
 #: Few-shot examples: the bundled ones for the demo KG, 12 shots as in SimGRAG.
 DEFAULT_FEWSHOT = "demo"
 DEFAULT_SHOTS = 12
+#: The longest question or claim taken (characters): a question is a sentence or a few; far longer text is no
+#: question, and every stage's work grows with it (linking reads every span).
+DEFAULT_MAX_QUESTION_CHARS = 2_000
 
 #: A letter, then letters and digits in words joined by single underscores: such a name is its own Milvus
 #: collection prefix (``<kg>__<model>__<kind>``, engine.stores.vectors.collection_name), and since it never holds ``__``
@@ -291,9 +294,14 @@ class EngineConfig:
     #: who writes a question's pattern when none is given: "auto" (the learned generator without an LLM, or
     #: when sure enough), "llm" or "learned" (:mod:`engine.learned.router`)
     route: str = "auto"
+    #: the longest question or claim (characters) that ask, verify and propose take; a longer one is an InputError
+    max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
+        if isinstance(self.max_question_chars, bool) or not isinstance(self.max_question_chars, int) \
+                or not 1 <= self.max_question_chars <= 1_000_000:
+            raise ConfigError(f"max_question_chars must be an int in [1, 1000000], got {self.max_question_chars!r}")
         if self.route not in ("auto", "llm", "learned"):
             raise ConfigError(f"route must be auto, llm or learned, got {self.route!r}")
         if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device.strip().lower()):
@@ -305,7 +313,7 @@ class EngineConfig:
     def from_env(cls, **overrides: Any) -> "EngineConfig":
         """From ``ISORAG_KG``, ``NEO4J_*``, ``MILVUS_*``, ``ISORAG_EMBEDDING_MODEL``, ``ISORAG_DEVICE``,
         ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD``, ``ISORAG_SCORER``, ``ISORAG_GENERATOR``
-        and ``ISORAG_ROUTE``; keyword
+        ``ISORAG_ROUTE`` and ``ISORAG_MAX_QUESTION_CHARS``; keyword
         ``overrides`` win. A bad value is a ConfigError naming its variable."""
         env = os.environ
         kw: dict[str, Any] = {}
@@ -333,6 +341,7 @@ class EngineConfig:
         setting("ISORAG_SCORER", "scorer", str.strip)
         setting("ISORAG_GENERATOR", "generator", str.strip)
         setting("ISORAG_ROUTE", "route", _check_route)
+        setting("ISORAG_MAX_QUESTION_CHARS", "max_question_chars", _int_at_least(1))
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 

@@ -520,6 +520,7 @@ class Engine:
                 emb = self.embedder
                 ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug, kg_id=self.graph.identity())
                 self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
+                                                   max_chars=self.config.max_question_chars,
                                                    encode=self.retriever.encode)
             return self._generator
 
@@ -533,7 +534,11 @@ class Engine:
 
     def propose(self, query: str, *, beam: int = 3) -> Proposal:
         """The learned generator's patterns for ``query`` in plain text: linked topics and a beam of patterns with
-        their probabilities (:class:`~engine.learned.generator.Proposal`). Needs a generator."""
+        their probabilities (:class:`~engine.learned.generator.Proposal`). Needs a generator; a query longer than
+        ``config.max_question_chars`` is an InputError."""
+        from engine.learned.generator import check_text
+
+        check_text(query, self.config.max_question_chars)
         return self._need_generator().propose(query, beam=beam)
 
     def train_generator(self, qa: str | Path | Sequence[str | Path] | Sequence[GeneratorRecord], *,
@@ -601,7 +606,7 @@ class Engine:
         return Pipeline(retriever=Deferred(lambda: self.retriever), llm=Deferred(lambda: self.llm),
                         fewshot=self.fewshot, scorer=Deferred(self._need_scorer) if cfg.scorer else None,
                         kg=self.kg, match=cfg.match, verify=cfg.verify, generator=Deferred(lambda: self.generator),
-                        route=cfg.route)
+                        route=cfg.route, max_question_chars=cfg.max_question_chars)
 
     def pattern_route(self, route: str | None = None) -> str:
         """Who first tries to write the pattern of a question asked without one, under ``route`` (default
