@@ -322,6 +322,9 @@ class Engine:
         with self.graph.lock("drop"):
             self.graph.drop()
             self.vectors.drop()
+            from engine.retrieval.replica import drop_replica_files
+
+            drop_replica_files(self.graph)
         self.invalidate()
         self._vectors = None
         self._retriever = None
@@ -339,7 +342,7 @@ class Engine:
 
                 self.require_kg()
                 self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match,
-                                            watch=self.graph.watch)
+                                            graph_cache_mb=self.config.graph_cache_mb, watch=self.graph.watch)
             return self._retriever
 
     def retrieve(self, pattern: PatternLike, k: int | None = None, **match: Any) -> RetrievalResult:
