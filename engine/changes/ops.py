@@ -8,11 +8,18 @@ original name:
 ``SetEntity(key, name, description, types)``
                                          set what is not ``None``: the display name, a description (both are the
                                          text the entity's vector is embedded from), the types (they replace the
-                                         entity's types, or are added to them when ``add_types`` is true)
+                                         entity's types, or are added to them when ``add_types`` is true); the
+                                         entity has something of its own from then on (it stays without triples).
+                                         ``reset=True`` (nothing else given) makes it what an added triple makes an
+                                         entity: its key's default name, no description, no types, nothing of its
+                                         own (what a sync writes for an entity its file names in triples only)
 ``RemoveEntity(key)``                    remove the entity with its triples
 ``MergeEntity(source, target)``          ``target`` takes the triples and types of ``source``; ``source`` is removed
                                          and its key is kept as an alias that later loads and changes resolve to
-                                         ``target``
+                                         ``target`` (:mod:`engine.stores.aliases` says how aliases behave)
+
+An entity that only triples brought in (no name, description, types or aliases of its own) leaves with its last
+triple, as it would be absent from a fresh load of the triples that remain.
 
 ``line`` (and ``path``) say where an operation comes from, for messages (``file:line: reason``); they are not part
 of what the operation does, so two change sets with the same operations in the same order are the same change set.
@@ -71,6 +78,7 @@ class SetEntity:
     line: int = 0
     path: str = ""
     add_types: bool = False  # True: ``types`` are added to the entity's types instead of replacing them
+    reset: bool = False  # True: the entity becomes bare (default name, nothing of its own); nothing else is given
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,7 @@ class MergeEntity:
 
 
 Op = Union[AddTriple, RemoveTriple, SetEntity, RemoveEntity, MergeEntity]
+_KINDS = (AddTriple, RemoveTriple, SetEntity, RemoveEntity, MergeEntity)
 
 #: JSON ``op`` values and the operation each makes (a few spellings each)
 OP_NAMES: dict[str, type[Any]] = {
@@ -124,7 +133,7 @@ def identity(op: Op) -> tuple[Any, ...]:
     if isinstance(op, (AddTriple, RemoveTriple)):
         return (type(op).__name__, op.head, op.relation, op.tail)
     if isinstance(op, SetEntity):
-        return ("SetEntity", op.key, op.name, op.description, op.types, op.add_types)
+        return ("SetEntity", op.key, op.name, op.description, op.types, op.add_types) + (("reset",) * op.reset)
     if isinstance(op, RemoveEntity):
         return ("RemoveEntity", op.key)
     return ("MergeEntity", op.source, op.target)
@@ -167,8 +176,16 @@ def op_from_json(obj: Any, *, line: int = 0, path: str = "") -> Op:
 
 def _set_entity(obj: dict[str, Any], key: str, line: int, path: str,
                 bad: Callable[[str], MalformedInputError]) -> SetEntity:
+    reset = obj.get("reset", False)
+    if not isinstance(reset, bool):
+        raise bad(f"op 'set': reset must be true or false, got {reset!r}")
+    if reset:
+        given = [f for f in (*_SET_FIELDS, "add_types") if obj.get(f) not in (None, False)]
+        if given:
+            raise bad(f"op 'set': reset makes the entity bare; it takes no {', '.join(given)}")
+        return SetEntity(key, line=line, path=path, reset=True)
     if not any(f in obj for f in _SET_FIELDS):
-        raise bad("op 'set': nothing to set (give name, description and/or types)")
+        raise bad("op 'set': nothing to set (give name, description and/or types, or reset)")
     name = description = None
     if obj.get("name") is not None:
         name = _text(obj["name"])
@@ -207,10 +224,25 @@ def op_to_json(op: Op) -> dict[str, Any]:
             out["types"] = list(op.types)
         if op.add_types:
             out["add_types"] = True
+        if op.reset:
+            out["reset"] = True
         return out
     if isinstance(op, RemoveEntity):
         return {"op": "remove_entity", "key": op.key}
     return {"op": "merge", "source": op.source, "target": op.target}
+
+
+def checked(op: Any, index: int) -> Op:
+    """``op`` as the JSON Lines reader would give it: its fields checked and trimmed by the same rules, or a
+    :class:`MalformedInputError` at ``file:line`` (an operation made in Python: ``<changes>:index``, 1-based)."""
+    if not isinstance(op, _KINDS):
+        raise MalformedInputError("<changes>", index, f"not a change-set operation: {op!r}")
+    line, path = op.line or index, op.path
+    try:
+        obj = op_to_json(op)
+    except (TypeError, ValueError) as e:
+        raise MalformedInputError(path or "<changes>", line, f"op {type(op).__name__}: {e}") from None
+    return op_from_json(obj, line=line, path=path)
 
 
 def read_changes(path: str | Path, *, strict: bool = False,
@@ -278,5 +310,5 @@ def _triple_ops(sources: list[tuple[str, bool, Iterator[Any]]]) -> Iterator[Op]:
 
 __all__ = [
     "AddTriple", "RemoveTriple", "SetEntity", "RemoveEntity", "MergeEntity", "Op", "OP_NAMES",
-    "op_from_json", "op_to_json", "read_changes", "read_triple_files", "identity", "where",
+    "op_from_json", "op_to_json", "read_changes", "read_triple_files", "identity", "where", "checked",
 ]

@@ -330,6 +330,7 @@ class GeneratorCheckpoint:
     #: ``(w_t, w_l, b)``: a pattern's probability is ``sigmoid(w_t logit p(t | q) + w_l logit c + b)``, ``c`` the
     #: linking confidence, fitted on held-out questions (:func:`engine.learned.train.fit_score`); None: ``p c``
     score: tuple[float, float, float] | None = None
+    kg_id: str | None = None  # the identity of the KG it was made for (engine.stores.graph.GraphStore.identity)
 
     def probability(self, template_p: float, link_confidence: float) -> float:
         """A pattern's probability from its template's and its topics' (see ``score``)."""
@@ -357,7 +358,7 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
             "config": dict(ckpt.model.config),
             "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
             "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
-            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info}
+            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
@@ -454,10 +455,11 @@ def _check_link(f: _Fields) -> LinkModel:
     return LinkModel(weights, rates, max_topics)
 
 
-def load_generator(path: str | Path, *, kg: str | None = None,
-                   embedding_slug: str | None = None) -> GeneratorCheckpoint:
-    """A generator file, checked field by field and against the KG and embedding model it is used with (a
-    mismatch, or a file that is no generator, is a CheckpointError naming the file and the field)."""
+def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None,
+                   kg_id: str | None = None) -> GeneratorCheckpoint:
+    """A generator file, checked field by field and against the KG (its name and ``kg_id``, its identity) and
+    embedding model it is used with (a mismatch, or a file that is no generator, is a CheckpointError naming the
+    file and the field)."""
     import torch
 
     p = Path(path).expanduser()
@@ -478,6 +480,10 @@ def load_generator(path: str | Path, *, kg: str | None = None,
     if kg is not None and file_kg != kg:
         raise CheckpointError(f"{p}: a generator of KG {file_kg!r}, not of {kg!r}: train one on this KG "
                               f"(isorag train-generator --kg {kg})")
+    if kg_id is not None and data.get("kg_id") not in (None, kg_id):
+        raise CheckpointError(f"{p}: a generator of another KG named {file_kg!r} (identity {data['kg_id']}; this "
+                              f"KG's is {kg_id}: it was dropped and made again since): train one on this KG "
+                              f"(isorag train-generator --kg {file_kg})")
     if embedding_slug is not None and slug != embedding_slug:
         raise CheckpointError(f"{p}: trained with embedding model {slug!r}, the engine uses "
                               f"{embedding_slug!r}: train it again with this model")
@@ -499,8 +505,9 @@ def load_generator(path: str | Path, *, kg: str | None = None,
                 isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in score):
             raise f.bad("score", "must be three finite numbers or null")
         score = (float(score[0]), float(score[1]), float(score[2]))
+    kg_id_ = data.get("kg_id")
     return GeneratorCheckpoint(file_kg, slug, emb_dim, templates, model, link, threshold, seed, dict(info), str(p),
-                               score)
+                               score, kg_id_ if isinstance(kg_id_, str) else None)
 
 
 @dataclass

@@ -422,8 +422,9 @@ def choose_paths(model: Any, data: _Data, candidates: Sequence[Sequence[tuple[in
 def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder,
                     records: Sequence[GeneratorRecord], *, kg: str, out: str | Path,
                     settings: GeneratorSettings | None = None, progress: bool = True,
-                    echo: Callable[[str], None] | None = None) -> TrainedGenerator:
-    """Train a generator for ``kg`` on ``records`` and write it to ``out`` (see the module docstring)."""
+                    echo: Callable[[str], None] | None = None, kg_id: str | None = None) -> TrainedGenerator:
+    """Train a generator for ``kg`` (``kg_id``: its identity, recorded in the file) on ``records`` and write it to
+    ``out`` (see the module docstring)."""
     import torch
 
     s = settings or GeneratorSettings()
@@ -432,7 +433,7 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
     torch.set_num_threads(1)
     try:
         return _train(graph, vectors, embedder, records, kg=kg, out=out, s=s, progress=progress,
-                      say=echo or (lambda m: print(m, file=sys.stderr)))
+                      say=echo or (lambda m: print(m, file=sys.stderr)), kg_id=kg_id)
     finally:
         torch.set_num_threads(threads)
 
@@ -502,8 +503,8 @@ def _usable(graph: GraphReader, records: Sequence[GeneratorRecord], s: Generator
 
 def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, records: Sequence[GeneratorRecord], *,
            kg: str, out: str | Path, s: GeneratorSettings, progress: bool,
-           say: Callable[[str], None]) -> TrainedGenerator:
-    """The steps of the module docstring, each a call."""
+           say: Callable[[str], None], kg_id: str | None = None) -> TrainedGenerator:
+    """The steps of the module docstring, each a call (``kg_id``: the identity of the KG, which the file records)."""
     from engine.scoring.train import seed_everything
 
     t_start = time.perf_counter()
@@ -537,7 +538,8 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
                                   epochs=s.epochs, patience=s.patience, s=s, rng=rng, progress=progress,
                                   desc="generator epochs")  # 3.
     # 4. end to end on the held-out questions and unanswerable ones: linking, pattern accuracy, the threshold
-    ckpt = GeneratorCheckpoint(kg, embedder.slug, int(data.emb.shape[1]), templates, model, link, 1.0, s.seed)
+    ckpt = GeneratorCheckpoint(kg, embedder.slug, int(data.emb.shape[1]), templates, model, link, 1.0, s.seed,
+                               kg_id=kg_id)
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder, encode=encode)
     n_cal = max(len(dev) // 5, 20 if dev else 0)
     unanswerable = [q for q, _, _ in unanswerable_questions(words, topics, n_cal - n_cal // 2, 1, rng)

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
+from engine._timing import ms
 from engine.retrieval.matcher import Candidates, Match, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
-from engine._timing import ms
+from engine.stores.version import Cached, VersionWatch
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -56,7 +57,8 @@ class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
     def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
-                 text_cache_size: int = TEXT_CACHE_SIZE, graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB) -> None:
+                 text_cache_size: int = TEXT_CACHE_SIZE, graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB,
+                 watch: VersionWatch | None = None) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         #: the graph read replica's memory guard (MB; 0: no replica): see engine.retrieval.graph_paths
         self.graph_cache_mb = graph_cache_mb
@@ -65,24 +67,21 @@ class Retriever:
         self.name_vectors = True
         self._version_key: VersionKey | None = None  # the KG's version as the last query read it
         self._reader: Any = None  # worker threads: the version is read while a query embeds and searches
-        self._has_types: bool | None = None
-        self._rel_matrix: tuple[list[int], np.ndarray] | None = None
+        #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
+        self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
+        self._has_types = Cached(self.watch, lambda: self.vectors.count("types") > 0)
+        self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         #: texts of :meth:`encode` found in its cache, and embedded (counters for the service's metrics)
         self.text_cache_hits = 0
         self.text_cache_misses = 0
         self._text_lock = threading.Lock()
-        self._stamp: int | None = None  # the KG's version stamp the caches below were built on
 
     def invalidate(self) -> None:
-        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types. (The
-        pattern-text embeddings stay: a text's vector does not depend on the KG.)"""
-        self._rel_matrix = None
-        self._has_types = None
-        refresh = getattr(self.graph, "invalidate", None)
-        if refresh is not None:
-            refresh()
+        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types (a new
+        generation of :attr:`watch`). The pattern-text embeddings stay: a text's vector does not depend on the KG."""
+        self.watch.forget()
 
     def forget_text(self, *texts: str) -> None:
         """Drop these texts' cached embeddings, so that the next retrieval embeds them again (as for a text never
@@ -95,14 +94,9 @@ class Retriever:
         """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
         an earlier one, whoever changed the KG (this process or another); returns its sequence number (None for a
         graph without versions)."""
-        read = getattr(self.graph, "version", None)
-        if read is None:
+        v = self.watch.check(ahead.result() if ahead is not None else None)
+        if v is None:
             return None
-        v = ahead.result() if ahead is not None else read()
-        if v["stamp"] != self._stamp:
-            if self._stamp is not None:
-                self.invalidate()
-            self._stamp = v["stamp"]
         from engine.retrieval.replica import version_key
 
         self._version_key = version_key(self.graph.kg, v)
@@ -130,17 +124,21 @@ class Retriever:
         return choose_path(self.graph, self._version_key, settings or self.settings, self.graph_cache_mb)
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
-        """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
+        """The KG's relation vectors, fetched once per version: relation candidates are then exact and local."""
         if len(catalog) > LOCAL_RELATION_LIMIT:
             return None
-        if self._rel_matrix is None or len(self._rel_matrix[0]) != len(catalog):
+        generation = self.watch.generation
+        cached = self._rel_matrix
+        if cached is None or cached[0] != generation or len(cached[1]) != len(catalog):
             import numpy as np
 
             got = self.vectors.get_vectors("relations", list(catalog))
             rids = [rid for rid in catalog if rid in got]
             mat = np.stack([got[r] for r in rids]).astype("float32") if rids else np.zeros((0, 1), "float32")
-            self._rel_matrix = (rids, mat)
-        return self._rel_matrix
+            if self.watch.keep(generation):
+                self._rel_matrix = (generation, rids, mat)
+            return rids, mat
+        return cached[1], cached[2]
 
     def encode(self, texts: Sequence[str], *, given: Mapping[str, np.ndarray] | None = None) -> np.ndarray | None:
         """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached
@@ -194,9 +192,8 @@ class Retriever:
                 self._text_cache.move_to_end(text)
 
     def has_types(self) -> bool:
-        if self._has_types is None:
-            self._has_types = self.vectors.count("types") > 0
-        return self._has_types
+        """Whether the KG has entity types (cached while its version stays)."""
+        return self._has_types.get()
 
     def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float],
                    path: GraphPath | None = None, *, stash: dict[str, np.ndarray] | None = None) -> Candidates:
@@ -295,7 +292,7 @@ class Retriever:
         # what depends on it (the relation catalog, the replica's names and vectors, the path) is made again when
         # the read finds the KG changed. The replica serves only a query whose version it was built on.
         ahead = self._version_ahead()
-        guess, stamp = self._version_key, self._stamp
+        guess, stamp = self._version_key, self.watch.stamp
         stash: dict[str, np.ndarray] = {}
         t0 = time.perf_counter()
         path = self.graph_path(settings)
@@ -306,7 +303,7 @@ class Retriever:
         timings["version"] = time.perf_counter() - t0
         if self._version_key != guess:
             t0 = time.perf_counter()
-            redo = (stamp is not None and self._stamp != stamp) or path.replica is not None
+            redo = (stamp is not None and self.watch.stamp != stamp) or path.replica is not None
             path = self.graph_path(settings)
             timings["graph"] += time.perf_counter() - t0
             if redo:
