@@ -52,6 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine.llm import LLM
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
+#: walks of the path shapes: ``forward`` takes a relationship that leaves the current entity where it has one, and
+#: at an entity with none (an actor of a film KG, a year) turns back along a relationship that enters it, of the
+#: relation it came by where it can ("the films that share an actor with X"); ``random`` takes either direction
+WALKS = ("forward", "random")
 SEED, INTERMEDIATE, ANSWER = "seed", "intermediate", "answer"
 
 
@@ -74,6 +78,13 @@ class SynthSettings:
     pool_factor: int = 40
     #: wordings of each question (``questions``: the template's, then others, see :mod:`engine.evaluation.wording`)
     wordings: int = 4
+    #: how a path shape walks from its seed (see :data:`WALKS`): ``forward`` along the relationships' direction,
+    #: as multi-hop questions read, or ``random`` (either direction at every step)
+    walk: str = "forward"
+
+    def __post_init__(self) -> None:
+        if self.walk not in WALKS:
+            raise ConfigError(f"SynthSettings.walk must be one of {', '.join(WALKS)}, got {self.walk!r}")
 
 
 @dataclass
@@ -256,10 +267,12 @@ class Synthesizer:
             self._fill_pool(max(self._pool_size, 100))
         return self._pool.pop()
 
-    def _neighbours(self, eid: int, exclude: Sequence[int]) -> list[dict[str, Any]]:
+    def _neighbours(self, eid: int, exclude: Sequence[int], out: bool | None = None) -> list[dict[str, Any]]:
+        """Up to ``neighbour_cap`` neighbours of ``eid`` not in ``exclude``: through relationships that leave it
+        (``out=True``), enter it (``False``) or either (``None``)."""
         if self._relation_names is None:
             self._relation_names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
-        rows = self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude),
+        rows = self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude), out=out,
                                types=sorted(self._relation_names), cap=self.settings.neighbour_cap)
         for r in rows:
             r["rel"] = self._relation_names[r["type"]]
@@ -280,13 +293,28 @@ class Synthesizer:
         """Edge between node indices a (the expanded node) and b (the neighbour in ``row``), source direction."""
         return (a, row["type"], row["rel"], b) if row["out"] else (b, row["type"], row["rel"], a)
 
+    def _step_rows(self, eids: Sequence[int], came_by: tuple[str, bool] | None) -> list[dict[str, Any]]:
+        """The neighbours the walk may take next from ``eids[-1]`` (see :data:`WALKS`); ``came_by``: the type of
+        the relationship it arrived by and whether that left the entity before."""
+        if self.settings.walk == "random":
+            return self._neighbours(eids[-1], eids)
+        rows = self._neighbours(eids[-1], eids, out=True)
+        if rows:
+            return rows
+        rows = self._neighbours(eids[-1], eids, out=False)
+        if came_by is not None and came_by[1]:  # arrived forward at a dead end: back along the same relation
+            same = [r for r in rows if r["type"] == came_by[0]]
+            rows = same or rows
+        return rows
+
     def sample_shape(self, shape: str) -> GTSample | None:
         if shape.startswith("path"):
             length = int(shape[4:])
             eids = [self._start()]
-            edges = []
+            edges: list[tuple[int, str, str, int]] = []
             for step in range(length):
-                rows = self._neighbours(eids[-1], eids)
+                came_by = (edges[-1][1], edges[-1][0] == step - 1) if edges else None
+                rows = self._step_rows(eids, came_by)
                 if not rows:
                     return None
                 (row,) = self._pick(rows)
@@ -529,5 +557,5 @@ def write_jsonl(records: Sequence[dict[str, Any]], path: str | Path) -> None:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
-__all__ = ["SHAPES", "SynthSettings", "GTSample", "Synthesizer", "synthesize", "write_jsonl", "answer_query",
+__all__ = ["SHAPES", "WALKS", "SynthSettings", "GTSample", "Synthesizer", "synthesize", "write_jsonl", "answer_query",
            "isomorphism_type", "hops", "subtree_edges", "inverse_degree_weights", "claim_text", "question_text"]
