@@ -81,10 +81,15 @@ class SynthSettings:
     #: how a path shape walks from its seed (see :data:`WALKS`): ``forward`` along the relationships' direction,
     #: as multi-hop questions read, or ``random`` (either direction at every step)
     walk: str = "forward"
+    #: at most this share of a shape's records follow one relation path (its relations and directions), so that
+    #: rarer paths get records too; 1.0: no bound. A shape whose paths cannot fill its share stops early
+    path_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.walk not in WALKS:
             raise ConfigError(f"SynthSettings.walk must be one of {', '.join(WALKS)}, got {self.walk!r}")
+        if not 0.0 < self.path_share <= 1.0:
+            raise ConfigError(f"SynthSettings.path_share must be in (0, 1], got {self.path_share!r}")
 
 
 @dataclass
@@ -528,20 +533,29 @@ class Synthesizer:
         self._fill_pool(self._pool_size)
         made = {s: 0 for s in shapes}
         failures = {s: 0 for s in shapes}
+        per_path: dict[tuple[str, tuple[tuple[str, bool], ...]], int] = {}
+        cap = max(1, math.ceil(self.settings.path_share * n / len(shapes))) if shapes else 1
         live = list(shapes)
         count = 0
         while count < n and live:
             shape = min(live, key=lambda s: made[s])
             sample = self.sample_shape(shape)
-            rec = self.build_record(sample, f"{shape}-{made[shape]}") if sample is not None else None
+            path = (shape, tuple((rel, h < t) for h, _, rel, t in sample.edges) if sample is not None else ())
             if sample is None:
                 self._drop("no_neighbours")
+                rec = None
+            elif self.settings.path_share < 1.0 and per_path.get(path, 0) >= cap:
+                self._drop("path_share")
+                rec = None
+            else:
+                rec = self.build_record(sample, f"{shape}-{made[shape]}")
             if rec is None:
                 failures[shape] += 1
                 if failures[shape] > self.settings.attempts * (made[shape] + 1):
                     live.remove(shape)
                 continue
             made[shape] += 1
+            per_path[path] = per_path.get(path, 0) + 1
             count += 1
             yield rec
 
