@@ -127,10 +127,12 @@ def _nouns(core: Sequence[str]) -> tuple[str, ...]:
 NAME, POSSESSIVE, OF, RELATIVE = "name", "possessive", "of", "relative"
 
 
-def _forward(inner: str, kind: str, rel: RelationForms, rng: random.Random) -> tuple[str, str]:
-    """The far end of a triple that leaves the node described by ``inner``."""
+def _forward(inner: str, kind: str, rel: RelationForms, rng: random.Random, outer: bool = True) -> tuple[str, str]:
+    """The far end of a triple that leaves the node described by ``inner`` (``outer``: the answer's own phrase)."""
     noun = rng.choice(rel.nouns)
     forms = [(f"the {noun} of {inner}", OF)]
+    if kind != NAME and not outer:  # "the sex of kid of X's father": people drop the article inside a chain
+        forms.append((f"{noun} of {inner}", OF))
     if kind in (NAME, POSSESSIVE):
         forms.append((f"{inner}'s {noun}", POSSESSIVE))
     if rel.participle:
@@ -239,9 +241,11 @@ def chain_wording(names: Sequence[str], hops: Sequence[tuple[RelationForms, bool
             asked = _last(phrase, hops, i, rng, what)
             if asked is not None:
                 return asked
-        phrase, kind = _forward(phrase, kind, rel, rng) if out else _inverse(phrase, rel, rng,
-                                                                              many if i < last else what)
+        phrase, kind = (_forward(phrase, kind, rel, rng, i == last) if out
+                        else _inverse(phrase, rel, rng, many if i < last else what))
         i += 1
+    if kind == POSSESSIVE and rng.random() < 0.25:
+        return rng.choice(["what is the {}?", "the {}?"]).format(phrase)  # "what is the X's mom's nationality?"
     return rng.choice(_OPENINGS).format(phrase)
 
 
