@@ -84,6 +84,9 @@ class SynthSettings:
     #: at most this share of a shape's records follow one relation path (its relations and directions), so that
     #: rarer paths get records too; 1.0: no bound. A shape whose paths cannot fill its share stops early
     path_share: float = 1.0
+    #: keep the template's wording ("What is the entity that ...", SynthKGQA's) among ``questions``; without it
+    #: the record's ``question`` is its first worded one and the template's is kept as ``template_question``
+    template_question: bool = False
 
     def __post_init__(self) -> None:
         if self.walk not in WALKS:
@@ -434,20 +437,24 @@ class Synthesizer:
             "cypher": answer_query(sample),
         }
         rec["questions"] = self.wordings(sample, question, rid)
+        rec["template_question"] = question
+        rec["question"] = rec["questions"][0] if rec["questions"] else question
         if self.llm is not None:
-            rec["paraphrased_question"] = rec["questions"][1] if len(rec["questions"]) > 1 else None
+            rec["paraphrased_question"] = next((q for q in rec["questions"] if q != question), None)
             rec["paraphrased_claim"] = self._paraphrase(claim, "statement")
         return rec
 
     def wordings(self, sample: GTSample, question: str, rid: str) -> list[str]:
-        """The question and other wordings of it (``settings.wordings`` in all): the LLM's paraphrases when one
+        """Wordings of the question (``settings.wordings`` in all; ``question``, the template's, first where
+        ``settings.template_question``): the LLM's paraphrases when one
         is configured, else (and to make up the number) worded from the relation names
         (:mod:`engine.evaluation.wording`). Drawn from a generator of their own, seeded by the record: the
         sampling does not change with the number of wordings."""
         from engine.evaluation.wording import wordings
 
         n = self.settings.wordings
-        first = [question]
+        # the template's wording reads like no question a person asks; kept where it is asked for, or the only one
+        first = [question] if self.settings.template_question or sample.shape == "star" else []
         if self.llm is not None and n > 1:
             seeds = [sample.names[s] for s in sample.seeds]
             first += [q for q in self._paraphrases(question, n - 1) if all(x in q for x in seeds)]

@@ -144,7 +144,8 @@ def _inverse(inner: str, rel: RelationForms, rng: random.Random, what: str) -> t
     """The near end of a triple that enters the node described by ``inner``."""
     noun = rng.choice(rel.nouns)
     forms = [f"the {what} whose {noun} is {inner}", f"the {what} with {noun} {inner}",
-             f"the {what} that has {inner} as {noun}"]
+             f"the {what} that has {inner} as {noun}", f"the {what} that {inner} was the {singular(noun)} of",
+             f"the {what} {inner} was {_a(singular(noun))} in"]
     if rel.passive:
         forms += [f"the {what} {rel.passive} {inner}", f"the {what} that {inner} {_verb(rel)}",
                   f"the {what} {inner} {rel.participle} in" if rel.leading else f"the {what} {inner} {_verb(rel)}"]
@@ -170,7 +171,7 @@ def _fellows(inner: str, rel: RelationForms, rng: random.Random, what: str) -> s
     noun = min(rel.nouns, key=len)
     forms = [f"the co-{plural(noun)} of {inner}", f"the fellow {plural(noun)} of {inner}",
              f"the {what} who are {plural(noun)} together with {inner}",
-             f"the {what} that appear together with {inner}",
+             f"the {what} that are {plural(noun)} in the same one as {inner}",
              f"the other {plural(noun)} beside {inner}", f"the {what} that share a {noun} role with {inner}"]
     if rel.participle:
         forms += [f"the {what} who {_verb(rel)} together with {inner}",
@@ -188,7 +189,7 @@ def _last(phrase: str, hops: Sequence[tuple[RelationForms, bool]], i: int, rng: 
         verb = _verb(rel)
         if rel.leading:
             return rng.choice([f"who {verb} {phrase}?", f"which {rel.nouns[-1]} {verb} {phrase}?",
-                               f"who was {rel.participle} in {phrase}?", f"who appeared in {phrase}?"])
+                               f"who was {rel.participle} in {phrase}?", f"who was the {rel.nouns[-1]} in {phrase}?"])
         return rng.choice([f"who {verb} {phrase}?", f"by whom was {phrase} {rel.participle}?",
                            f"{phrase} was {rel.participle} by whom?", f"which one {verb} {phrase}?",
                            f"{phrase} was {rel.participle} by who?"])
@@ -196,6 +197,11 @@ def _last(phrase: str, hops: Sequence[tuple[RelationForms, bool]], i: int, rng: 
         return rng.choice([f"which {ends} were {rel.passive} {phrase}?", f"what did {phrase} {_base(rel)}"
                            + (" in?" if rel.leading else "?"), f"what was {rel.passive} {phrase}?",
                            f"{phrase} {rel.participle} {'in ' if rel.leading else ''}which {ends}?"])
+    if not out and rng.random() < 0.3:
+        # "X was the director of which films?", "what films was X an actor in?"
+        noun = singular(rng.choice(rel.nouns))
+        return rng.choice([f"{phrase} was the {noun} of which {ends}?", f"what {ends} was {phrase} {_a(noun)} in?",
+                           f"which {ends} was {phrase} the {noun} of?"])
     words = rel.phrase.split()
     if out and not rel.participle and len(words) > 1 and words[-1] in _WHEN and rng.random() < 0.4:
         # release_year: "when was X released?", "when did X release?"
@@ -255,12 +261,12 @@ def _shared_question(inner: str, rel: RelationForms, out: bool, rng: random.Rand
     noun = min(rel.nouns, key=len)
     if out:
         forms = [f"which {what} share the same {noun} of {inner}?", f"which {what} have the same {noun} as {inner}?",
-                 f"the {noun} of {inner} also appears in which {what}?"]
+                 f"the {noun} of {inner} is also the {noun} of which {what}?"]
         if rel.participle:
             forms.append(f"the {noun} of {inner} also {_verb(rel)} which {what}?")
         return rng.choice(forms)
     forms = [f"who are the co-{plural(noun)} of {inner}?", f"{inner} is a co-{noun} of who?",
-             f"who appeared together with {inner}?", f"who shares a {noun} role with {inner}?"]
+             f"who was {noun} together with {inner}?", f"who shares a {noun} role with {inner}?"]
     if rel.participle:
         forms += [f"who {_verb(rel)} together with {inner}?", f"who co-{_verb(rel)} with {inner}?",
                   f"{inner} {_verb(rel)} together with who?"]
@@ -277,6 +283,10 @@ def _active(participle: str) -> str:
     return {"written": "wrote", "given": "gave", "taken": "took", "made": "made", "done": "did",
             "sung": "sang", "begun": "began", "drawn": "drew", "driven": "drove", "shown": "showed"}.get(participle,
                                                                                                         participle)
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def _past(verb: str) -> str:

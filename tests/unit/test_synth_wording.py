@@ -79,6 +79,7 @@ def test_a_relation_walked_there_and_back_is_worded_as_one_step() -> None:
     assert any("the director of Heat" in q for q in shared)  # the hop-by-hop wording stays among them
     costars = {chain_wording(["Tom Hanks"], [(starred, False), (starred, True)], rng) for _ in range(400)}
     assert any("co-actors of Tom Hanks" in q or "together with Tom Hanks" in q for q in costars)
+    assert not any("appear" in q for q in costars)  # "what does X appear in" asks the films, not the co-stars
     assert all("Heat" in q for q in shared) and all("Tom Hanks" in q for q in costars)
 
 
