@@ -107,6 +107,8 @@ def main() -> None:
     ap.add_argument("--synth-path-share", type=float, default=1.0,
                     help="--train-from synth: the most of a shape's samples one relation path takes")
     ap.add_argument("--synth-wordings", type=int, default=None, help="--train-from synth: wordings per sample")
+    ap.add_argument("--synth-template-question", action="store_true",
+                    help="--train-from synth: the template's wording among each sample's (SynthSettings)")
     ap.add_argument("--synth-shapes", default="path1,path2,path3", help="--train-from synth: isorag synth --shapes")
     ap.add_argument("--unanswerable", default=str(UNANSWERABLE),
                     help="--pattern learned: questions the KG cannot answer (JSON Lines: question, topic, asks); "
@@ -414,7 +416,8 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     if args.train_from == "synth":
         n = 150 if args.smoke else args.synth_n
         records = synth_records(eng, n, args.synth_shapes.split(","), args.seed, "metaqa", walk=args.synth_walk,
-                                path_share=args.synth_path_share, wordings=args.synth_wordings)
+                                path_share=args.synth_path_share, wordings=args.synth_wordings,
+                                template_question=args.synth_template_question)
     unanswerable = read_unanswerable(Path(args.unanswerable)) if args.unanswerable else None
     if unanswerable and args.smoke:
         unanswerable = unanswerable[:20]
@@ -427,7 +430,7 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     if args.train_from == "synth":
         result["synth"] = {"n": 150 if args.smoke else args.synth_n, "shapes": args.synth_shapes,
                            "walk": args.synth_walk, "path_share": args.synth_path_share,
-                           "wordings": args.synth_wordings}
+                           "wordings": args.synth_wordings, "template_question": args.synth_template_question}
     if args.smoke:
         drop_kg(eng)
     eng.close()

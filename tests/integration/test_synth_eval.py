@@ -138,6 +138,8 @@ def test_path_shapes_walk_forward(small_kg) -> None:
     recs = list(Synthesizer(small_kg.graph, seed=3).generate(30, ["path2", "path3"]))
     assert recs
     for rec in recs:
+        # the template's wording is kept apart: the question is the first of the worded ones
+        assert rec["question"] == rec["questions"][0] and rec["template_question"] not in rec["questions"]
         walk = [rec["seeds"][0]]
         for h, _, t in rec["triples"]:
             came_forward = h == walk[-1]
