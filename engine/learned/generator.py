@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine._errors import CheckpointError
-from engine.learned.linking import MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
+from engine.linking.text import MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 
@@ -41,6 +41,8 @@ __all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "Tem
 
 FORMAT = "isorag-generator/1"
 DEFAULT_BEAM = 3
+#: choices of topics a question's pattern is tried with (the linker's best, then other candidates alone)
+READINGS = 3
 #: hashed n-gram buckets and width of the hidden layer
 BUCKETS = 1 << 14
 HIDDEN = 128
@@ -206,9 +208,36 @@ class PatternGenerator:
             self._names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
         return self._names
 
-    def link(self, text: str, max_topics: int | None = None) -> list[LinkedTopic]:
+    def link(self, text: str, max_topics: int | None = None, min_topics: int = 1) -> list[LinkedTopic]:
         cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
-        return self.ckpt.link.choose(cands, text, max_topics)
+        return self.ckpt.link.choose(cands, text, max_topics, min_topics)
+
+    def readings(self, text: str, limit: int = READINGS) -> list[list[LinkedTopic]]:
+        """The choices of topics to try for a question, best first (:meth:`engine.linking.text.LinkModel.readings`)."""
+        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        return self.ckpt.link.readings(cands, text, limit=limit)
+
+    def _joint(self, text: str, readings: Sequence[list[LinkedTopic]]) -> tuple[int, Any, Any, Any] | None:
+        """The reading whose topics fit a template best: the most probable of (its linking confidence x the
+        probability of its best fitting template); None when no template fits any. Returns (reading, template
+        probabilities, which fit, profiles). One read of the topics' relations, one embedding call."""
+        topics = [t for r in readings for t in r]
+        profiles = self._profiles(topics)
+        masked = [mask(text, [(t.start, t.end) for t in r]) for r in readings]
+        emb = self.encode([*masked, *[t.name for t in readings[0]]])[: len(masked)]
+        best: tuple[float, int, Any, Any, Any] | None = None
+        at = 0
+        for i, r in enumerate(readings):
+            prof = profiles[at: at + len(r)]
+            at += len(r)
+            ok = self._allowed(r, prof)
+            if not ok.any():
+                continue
+            p = self._softmax(emb[i], masked[i])
+            score = float(np.prod([t.confidence for t in r])) * float(np.max(np.where(ok, p, 0.0)))
+            if best is None or score > best[0]:
+                best = (score, i, p, ok, prof)
+        return None if best is None else best[1:]
 
     def _profiles(self, topics: Sequence[LinkedTopic]) -> list[set[tuple[str, bool]]]:
         """Per topic, ``(relation name, leaves it)`` of the relationships at its entities (one read)."""
@@ -223,12 +252,15 @@ class PatternGenerator:
     def scores(self, masked: str, names: Sequence[str] = ()) -> np.ndarray:
         """p(template | masked text) over all templates (``names``, the topics' names, are embedded in the same
         call, for the retriever's cache)."""
+        emb = self.encode([masked, *names])[:1]
+        return self._softmax(emb[0], masked)
+
+    def _softmax(self, emb: Any, masked: str) -> np.ndarray:
         import torch
 
-        emb = self.encode([masked, *names])[:1]
         ids, offsets = featurize([ngram_ids(masked)])
         with torch.no_grad():
-            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets)[0]
+            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb)[None, :], dtype=torch.float32), ids, offsets)[0]
         return torch.softmax(logits.double(), -1).numpy()
 
     def _allowed(self, topics: Sequence[LinkedTopic], profiles: Sequence[set[tuple[str, bool]]],
@@ -250,7 +282,8 @@ class PatternGenerator:
     def propose(self, text: str, *, beam: int = DEFAULT_BEAM) -> Proposal:
         """The beam of patterns for a question."""
         t0 = time.perf_counter()
-        linked = self.link(text)
+        readings = self.readings(text)
+        linked = readings[0] if readings else []
         t1 = time.perf_counter()
         warnings: list[str] = []
         out: list[tuple[Pattern, float]] = []
@@ -258,10 +291,15 @@ class PatternGenerator:
         if not linked:
             warnings.append("no entity of the KG is named in the question: the generator has no topic")
         else:
-            reading = self._reader().submit(self._profiles, linked)
-            p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
-            profiles = reading.result()
-            ok = self._allowed(linked, profiles)
+            joint = self._joint(text, readings) if len(readings) > 1 else None
+            if joint is not None:  # the topics chosen jointly with the templates that fit them
+                i, p, ok, profiles = joint
+                linked = readings[i]
+            else:
+                reading = self._reader().submit(self._profiles, linked)
+                p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
+                profiles = reading.result()
+                ok = self._allowed(linked, profiles)
             if not ok.any():
                 # fewer topics: the most confident one alone
                 best = max(range(len(linked)), key=lambda i: linked[i].confidence)
@@ -289,7 +327,7 @@ class PatternGenerator:
         """A claim's pattern: each linked entity in turn is the template's answer (its name in the answer slot),
         the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
         t0 = time.perf_counter()
-        linked = self.link(text, max_topics=self.ckpt.link.max_topics + 1)
+        linked = self.link(text, max_topics=self.ckpt.link.max_topics + 1, min_topics=2)
         t1 = time.perf_counter()
         best: tuple[float, Pattern, Template] | None = None
         warnings: list[str] = []

@@ -6,7 +6,7 @@ has one (``isorag synth`` records, the demo's questions, ``"pattern"`` in JSON L
 (the shortest relation path from the topic that reaches most answers). Then, with the seed fixed
 (:func:`engine.scoring.train.seed_everything`) and recorded in the file:
 
-1. the linking acceptance (:func:`engine.learned.linking.fit_link_model`) on the training questions' candidates;
+1. the linking acceptance (:func:`engine.linking.text.fit_link_model`) on the training questions' candidates;
 2. the template classifier (:class:`engine.learned.generator.TemplateClassifier`): cross-entropy, Adam, early
    stopping on the held-out questions' template accuracy;
 3. the router's threshold: on the held-out questions, run end to end (linking included), the lowest pattern
@@ -30,7 +30,7 @@ import numpy as np
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, TemplateClassifier, featurize,
                                       ngram_ids, save_generator)
-from engine.learned.linking import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
+from engine.linking.text import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
 from engine.learned.templates import Template, derive_template
 from engine.retrieval.pattern import Pattern
 from engine.retrieval.retriever import normalize_name

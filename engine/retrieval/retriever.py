@@ -1,15 +1,17 @@
-"""Engine.retrieve: a pattern -> candidates from Milvus -> exact top-k subgraphs from Neo4j."""
+"""Engine.retrieve: a pattern -> candidates (Milvus by meaning, Neo4j's full-text index by spelling) -> exact top-k
+subgraphs from Neo4j."""
 
 from __future__ import annotations
 
 import threading
 import time
-import unicodedata
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
+from engine.linking.names import NameMatch, normalize_name
+from engine.linking.search import lookup_names, name_candidates
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
@@ -31,9 +33,7 @@ NAME_CHECK_CANDIDATES = 16
 UNMATCHED_CLOSEST = 3
 
 
-def normalize_name(text: str) -> str:
-    """The form in which a pattern text and an entity name are compared: NFKC, case-folded, whitespace collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+__all__ = ["Retriever", "as_pattern", "normalize_name"]
 
 
 def as_pattern(pattern: PatternLike) -> Pattern:
@@ -149,11 +149,10 @@ class Retriever:
         vecs = self.encode(texts)
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        node_hits: dict[str, dict[int, float]] = {}
+        vec_hits: list[dict[int, float]] = []
         # vecs is None only when there are no texts (then no branch below reads it)
         if node_texts and vecs is not None:
-            res = self.vectors.search("entities", vecs[: len(node_texts)], settings.k_node)
-            node_hits = {t: {eid: d for eid, d in hits} for t, hits in zip(node_texts, res)}
+            vec_hits = self.nearest_by_meaning(vecs[: len(node_texts)], settings.k_node)
         rel_hits: dict[str, dict[str, float]] = {}
         if rel_texts and vecs is not None:
             limit = min(settings.k_rel, len(catalog))
@@ -176,12 +175,18 @@ class Retriever:
             res = self.vectors.search("types", vecs[len(node_texts) + len(rel_texts):], settings.k_type)
             type_hits = {t: [tid for tid, _ in hits] for t, hits in zip(type_texts, res)}
         timings["vector"] = time.perf_counter() - t1
+        t_names = time.perf_counter()
+        matches = self.named_candidates(node_texts, vec_hits, settings.k_node) if node_texts else {}
+        timings["names"] = time.perf_counter() - t_names
         nodes: dict[str, dict[int, float] | None] = {}
+        names: dict[str, dict[int, NameMatch]] = {}
         cut: dict[str, str] = {}
         t2 = time.perf_counter()
         for n in pattern.nodes.values():
             if n.known:
-                nodes[n.id] = node_hits.get(n.text or "", {})
+                got = matches.get(n.text or "", {})
+                nodes[n.id] = {eid: m.distance for eid, m in got.items()}
+                names[n.id] = got
             elif n.id in typed:
                 limit = TYPE_CANDIDATE_LIMIT
                 rows = self.graph.read_named("entities_of_types", tids=type_hits.get(typed[n.id], []),
@@ -197,7 +202,19 @@ class Retriever:
         relations = {}
         for e in pattern.edges:
             relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
-        return Candidates(nodes, relations, type_names, cut)
+        return Candidates(nodes, relations, type_names, cut, names)
+
+    def nearest_by_meaning(self, vecs: np.ndarray, k: int) -> list[dict[int, float]]:
+        """Per vector, the ``k`` entities nearest by embedding (eid -> distance)."""
+        res = self.vectors.search("entities", vecs, k)
+        return [{int(eid): float(d) for eid, d in hits} for hits in res]
+
+    def named_candidates(self, texts: Sequence[str], vec_hits: Sequence[Mapping[int, float]],
+                         k: int) -> dict[str, dict[int, NameMatch]]:
+        """text -> its candidates by meaning and by spelling (:mod:`engine.linking.search`), one Neo4j read."""
+        by_text, by_name, names = lookup_names(self.graph, texts, texts, sorted({e for h in vec_hits for e in h}))
+        found = [a + [e for e in b if e not in a] for a, b in zip(by_text, by_name)]
+        return dict(zip(texts, name_candidates(texts, vec_hits, k, found, names)))
 
     def retrieve(self, pattern: PatternLike, *, k: int | None = None,
                  settings: MatchSettings | None = None) -> RetrievalResult:
@@ -254,9 +271,20 @@ class Retriever:
         target = pat.answer_node()
         answers = bindings.get(target, []) if target else []
         unmatched: dict[str, list[tuple[str, float]]] = {}
+        matched: dict[str, NameMatch] = {}
+        for n in pat.known_nodes:
+            text = n.text or ""
+            how = cands.names.get(n.id) or {}
+            if text in matched or not how:
+                continue
+            bound = subgraphs[0].mapping.get(n.id) if subgraphs else None
+            nearest_match = min(how.values(), key=lambda m: (m.distance, m.eid))
+            matched[text] = how.get(bound.eid, nearest_match) if bound is not None else nearest_match
         for text, near in nearest.items():
             want = normalize_name(text)
+            how = next((cands.names.get(n.id) or {} for n in pat.known_nodes if n.text == text), {})
             names = {normalize_name(x) for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
+            names |= {normalize_name(m.matched) for m in how.values()}
             if want not in names:
                 unmatched[text] = [(ent[eid].name, round(d, 4)) for eid, d in near[:UNMATCHED_CLOSEST]]
         # first: the subgraphs below hold stand-ins for these names
@@ -267,4 +295,4 @@ class Retriever:
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
                                 "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit},
-                               unmatched)
+                               unmatched, names=matched)

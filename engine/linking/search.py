@@ -1,0 +1,143 @@
+"""Candidates of written names: the union of the nearest by meaning (the vector search the caller ran) and the
+nearest by spelling (a Neo4j full-text index over names and aliases, queried with fuzzy words), each with its node
+distance (:func:`engine.linking.names.node_distance`), read in one statement (``cypher/names_lookup.cypher``).
+
+The candidates of a text ``v`` with ``k`` wanted:
+
+* ``V``: the ``k`` entities nearest by embedding (over names, and over aliases where the KG has any), as the
+  caller's vector search found them; ``D`` the largest of their distances (infinite when fewer than ``k`` came
+  back: the KG has no more);
+* ``S``: the entities the full-text index finds for ``v`` (at most :data:`FULLTEXT_LIMIT`), and those whose name is
+  ``v`` exactly, at most ``k`` of them by spelling distance, kept where ``SPELLING_SCALE * spelling <= D``.
+
+Every candidate's distance is ``min(embedding, SPELLING_SCALE * spelling)``, its spelling distance measured over
+its name and aliases. For one of ``S`` that is not in ``V`` the embedding distance is at least ``D`` (it was not
+among the ``k`` nearest), so the spelling term is the minimum: no vector needs fetching. Thus ``S`` adds exactly
+the entities whose node distance is under ``D`` by spelling, and nothing that ranks after all of ``V``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine._errors import StoreError
+from engine.linking.names import NameMatch, SPELLING_SCALE, fulltext_query, how_matched, spelling_distances
+from engine.stores.graph import name_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import CypherReader
+
+__all__ = ["FULLTEXT_INDEX", "FULLTEXT_LIMIT", "EntityNames", "best_matches", "lookup_names", "name_candidates"]
+
+#: the full-text index over entity names and aliases (created with the KG's schema, ``cypher/schema.cypher``)
+FULLTEXT_INDEX = "isoragentity_names"
+#: entities the full-text index returns per text, before they are ranked by spelling distance
+FULLTEXT_LIMIT = 32
+
+
+@dataclass(frozen=True)
+class EntityNames:
+    """What an entity is called: its display name, source key and aliases."""
+
+    eid: int
+    name: str
+    key: str
+    aliases: tuple[str, ...] = ()
+
+    def texts(self) -> list[str]:
+        """Its name, then its aliases (the key when it has no name)."""
+        return [self.name or self.key, *self.aliases]
+
+
+def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[str], eids: Sequence[int], *,
+                 limit: int = FULLTEXT_LIMIT) -> tuple[list[list[int]], list[list[int]], dict[int, EntityNames]]:
+    """One read: the entities the full-text index finds for each text of ``fulltext`` (its words with fuzzy
+    edits), the entities named exactly as each text of ``exact``, and the names and aliases of those and of
+    ``eids``. Returns (per fulltext text the eids found, per exact name the eids, eid -> :class:`EntityNames`).
+
+    A KG whose schema predates the full-text index (the next load, or any write, creates it) is read without it:
+    exact names and ``eids`` only."""
+    queries = []
+    for i, t in enumerate(fulltext):
+        q = fulltext_query(t, graph.kg)
+        if q is not None:
+            queries.append({"id": i, "text": q})
+    n = len(fulltext)
+    rows_exact = [{"id": n + i, "name": t, "name_key": name_key(t)} for i, t in enumerate(exact)]
+    params = {"exact": rows_exact, "eids": list(eids), "kg": graph.kg, "limit": int(limit)}
+    try:
+        rows = graph.read_named("names_lookup", queries=queries, **params)
+    except StoreError as e:
+        if not queries or FULLTEXT_INDEX not in str(e):
+            raise
+        rows = graph.read_named("names_lookup", queries=[], **params)
+    by_text: list[list[int]] = [[] for _ in fulltext]
+    by_name: list[list[int]] = [[] for _ in exact]
+    names: dict[int, EntityNames] = {}
+    for r in rows:
+        eid = int(r["eid"])
+        if eid not in names:
+            names[eid] = EntityNames(eid, r["name"] or "", r["key"] or "", tuple(r["aliases"] or ()))
+        i = int(r["id"])
+        if i < 0:
+            continue
+        got = by_text[i] if i < n else by_name[i - n]
+        if eid not in got:
+            got.append(eid)
+    return by_text, by_name, names
+
+
+def best_matches(text: str, ents: Sequence[EntityNames]) -> list[tuple[float, str, bool]]:
+    """Per entity: (spelling distance, the name or alias it is nearest, whether that is an alias)."""
+    flat: list[str] = []
+    owner: list[tuple[int, bool]] = []
+    for j, e in enumerate(ents):
+        for a, t in enumerate(e.texts()):
+            flat.append(t)
+            owner.append((j, a > 0))
+    d = spelling_distances([text], flat)[0] if flat else []
+    best: list[tuple[float, str, bool]] = [(1.0, e.name, False) for e in ents]
+    for x, (j, alias), t in zip(d, owner, flat):
+        # the name wins ties with an alias; an exact text wins ties among equals
+        cur = best[j]
+        if float(x) < cur[0] or (float(x) == cur[0] and t == text and cur[1] != text):
+            best[j] = (float(x), t, alias)
+    return best
+
+
+def name_candidates(texts: Sequence[str], vector_hits: Sequence[Mapping[int, float]], k: int,
+                    found: Sequence[Sequence[int]], names: Mapping[int, EntityNames]) -> list[dict[int, NameMatch]]:
+    """For each text: eid -> :class:`NameMatch` of its candidates (module docstring). ``vector_hits[i]``: the
+    ``k`` nearest by embedding of ``texts[i]`` (eid -> distance); ``found[i]``: the eids found for it by spelling,
+    ``names``: theirs and the vector hits' (:func:`lookup_names`)."""
+    out: list[dict[int, NameMatch]] = []
+    for text, vec, by_spelling in zip(texts, vector_hits, found):
+        bound = max(vec.values()) if len(vec) >= k and vec else math.inf
+        eids = list(vec) + [e for e in dict.fromkeys(by_spelling) if e not in vec]
+        ents = [names.get(e) or EntityNames(e, str(e), "") for e in eids]
+        best = best_matches(text, ents)
+        at = {e: j for j, e in enumerate(eids)}
+        spelled: list[tuple[float, int]] = []
+        cands: dict[int, NameMatch] = {}
+        for e, ent, (sp, matched, alias) in zip(eids, ents, best):
+            emb = vec.get(e)
+            if emb is None:
+                if SPELLING_SCALE * sp <= bound:
+                    spelled.append((sp, e))
+                continue
+            dist = min(float(emb), SPELLING_SCALE * sp)
+            cands[e] = NameMatch(e, ent.name or ent.key, matched, alias, how_matched(text, matched, sp, emb), dist,
+                                 sp, float(emb))
+        spelled.sort()
+        for sp, e in spelled[:k]:
+            ent = names.get(e) or EntityNames(e, str(e), "")
+            _, matched, alias = best[at[e]]
+            cands[e] = NameMatch(e, ent.name or ent.key, matched, alias, how_matched(text, matched, sp, None),
+                                 SPELLING_SCALE * sp, sp, None)
+        out.append(cands)
+    return out
+
+
