@@ -1,4 +1,5 @@
-// Entity records (labels, types) from the source: set the display name and add types.
+// Entity records (labels, types, aliases) from the source: set the display name, add types and aliases (an alias
+// equal to the entity's name is not kept).
 UNWIND $rows AS row
 MERGE (n:IsoragEntity {isorag_eid: row.eid})
   ON CREATE SET n.isorag_kg = $kg, n.isorag_key = row.key, n.isorag_name = coalesce(row.name, row.key),
@@ -7,4 +8,8 @@ MERGE (n:IsoragEntity {isorag_eid: row.eid})
                n.isorag_name_key = coalesce(row.name_key, n.isorag_name_key),
                n.isorag_types = reduce(acc = coalesce(n.isorag_types, []), t IN row.types |
                                        CASE WHEN t IN acc THEN acc ELSE acc + t END)
+WITH n, row, [a IN row.aliases WHERE a <> n.isorag_name] AS aliases
+SET n.isorag_aliases = CASE WHEN size(aliases) = 0 THEN n.isorag_aliases
+                       ELSE reduce(acc = coalesce(n.isorag_aliases, []), a IN aliases |
+                                   CASE WHEN a IN acc THEN acc ELSE acc + a END) END
 RETURN n.isorag_eid AS eid, n.isorag_name AS name

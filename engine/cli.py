@@ -361,8 +361,8 @@ def _check_source_args(args: argparse.Namespace, command: str) -> None:
         if not args.label or not args.key_prop:
             raise ConfigError(f"{command} --from-neo4j needs --label and --key-prop")
         return
-    adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop))
-             if v]
+    adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop),
+                            ("--aliases-prop", getattr(args, "aliases_prop", None))) if v]
     if adopt:
         raise ConfigError(f"{', '.join(adopt)}: only with --from-neo4j")
     if not args.path and not (args.nodes and args.edges):
@@ -381,7 +381,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         echo = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
         if args.from_neo4j:
             summary = eng.load_existing(args.label, args.key_prop, args.name_prop, progress=not args.quiet,
-                                        batch_size=args.batch_size)
+                                        batch_size=args.batch_size, aliases=args.aliases_prop)
         else:
             summary = eng.load(args.path, args.format, strict=args.strict, progress=not args.quiet,
                                batch_size=args.batch_size, echo=echo, offline_import=args.offline_import,
@@ -827,6 +827,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--from-neo4j", action="store_true", help="embed a graph already in Neo4j")
     s.add_argument("--label", type=_text_type); s.add_argument("--key-prop", type=_text_type)  # noqa: E702
     s.add_argument("--name-prop", type=_text_type)
+    s.add_argument("--aliases-prop", type=_text_type,
+                   help="with --from-neo4j: the property holding each node's other names (a list of strings)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("-v", "--verbose", action="store_true", help="print the first skipped lines")

@@ -35,9 +35,12 @@ __all__ = ["ARTICLES", "ARTICLE_COST", "HOW", "NameMatch", "SPELLING_SCALE", "fo
            "how_matched", "node_distance", "normalize_name", "spelling_distance", "spelling_distances",
            "strip_article"]
 
-#: one unit of spelling distance (an edit per character of the name) costs this much GSD; an embedding distance
-#: is in [0, 2] (unrelated names are about 1.0-1.3 apart with MiniLM, a name and its one-letter typo 0.2-0.7)
-SPELLING_SCALE = 1.0
+#: one unit of spelling distance (an edit per character of the name) costs this much GSD. Measured with MiniLM on
+#: 400 MetaQA names and a one-letter typo of each: the typo's embedding is 0.79 from its name (p50; p10 0.31, p90
+#: 1.06), its spelling distance 0.07 (p90 0.11), so the spelling term wins for 94% of them; two unrelated names
+#: are 1.26 apart by embedding (p50) and 0.85 by spelling: scaled by 2, spelling is never the smaller of the two
+#: for them (by 1 it always was), so it changes the distance of near spellings only
+SPELLING_SCALE = 2.0
 #: what a leading article written or dropped costs ("Matrix" for "The Matrix"): small, so that where the KG holds
 #: both "Matrix" and "The Matrix" the one written exactly still comes first
 ARTICLE_COST = 0.02

@@ -53,6 +53,7 @@ class Retriever:
                  text_cache_size: int = TEXT_CACHE_SIZE) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         self._has_types: bool | None = None
+        self._has_aliases: bool | None = None
         self._rel_matrix: tuple[list[int], np.ndarray] | None = None
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -64,6 +65,7 @@ class Retriever:
         pattern-text embeddings stay: a text's vector does not depend on the KG.)"""
         self._rel_matrix = None
         self._has_types = None
+        self._has_aliases = None
         refresh = getattr(self.graph, "invalidate", None)
         if refresh is not None:
             refresh()
@@ -204,10 +206,25 @@ class Retriever:
             relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
         return Candidates(nodes, relations, type_names, cut, names)
 
+    def has_aliases(self) -> bool:
+        """Whether the KG has aliases with vectors (read once per KG version)."""
+        if self._has_aliases is None:
+            self._has_aliases = getattr(self.vectors, "search_aliases", None) is not None \
+                and self.vectors.count("aliases") > 0
+        return self._has_aliases
+
     def nearest_by_meaning(self, vecs: np.ndarray, k: int) -> list[dict[int, float]]:
-        """Per vector, the ``k`` entities nearest by embedding (eid -> distance)."""
+        """Per vector, the ``k`` entities nearest by embedding over their names, and over their aliases where the
+        KG has any (an entity at the smaller of its distances): eid -> distance."""
         res = self.vectors.search("entities", vecs, k)
-        return [{int(eid): float(d) for eid, d in hits} for hits in res]
+        out = [{int(eid): float(d) for eid, d in hits} for hits in res]
+        if self.has_aliases():
+            for got, hits in zip(out, self.vectors.search_aliases(vecs, k)):  # type: ignore[attr-defined]
+                for eid, _, d in hits:
+                    if d < got.get(eid, float("inf")):
+                        got[eid] = float(d)
+            out = [dict(sorted(got.items(), key=lambda kv: (kv[1], kv[0]))[:k]) for got in out]
+        return out
 
     def named_candidates(self, texts: Sequence[str], vec_hits: Sequence[Mapping[int, float]],
                          k: int) -> dict[str, dict[int, NameMatch]]:

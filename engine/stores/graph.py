@@ -61,6 +61,11 @@ def entity_id(kg: str, key: str) -> int:
     return stable_id("e", kg, key)
 
 
+def alias_id(kg: str, eid: int, alias: str) -> int:
+    """The id of an entity's alias (its row in the aliases collection)."""
+    return stable_id("a", kg, str(eid), alias)
+
+
 def relation_id(kg: str, name: str) -> int:
     return stable_id("r", kg, name)
 
@@ -355,10 +360,12 @@ class GraphStore:
         return counters.nodes_created, {r["eid"]: r["name"] for r in out}
 
     def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
-        """Entity records: set the name (when the row has one) and add types; creates an entity that is missing."""
+        """Entity records: set the name (when the row has one), add types and aliases (``aliases``: a list, may be
+        absent); creates an entity that is missing."""
         if not rows:
             return 0, {}
-        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key"])} for r in rows]
+        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key"]),
+                 "aliases": list(r.get("aliases") or ())} for r in rows]
         out, counters = self._write_rows(cypher("update_entities"), rows=rows, kg=self.kg)
         return counters.nodes_created, {r["eid"]: r["name"] for r in out}
 

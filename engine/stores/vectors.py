@@ -5,6 +5,10 @@ Collections (DESIGN §2), one set per (KG, embedding model)::
     <kg>__<model>__entities   eid INT64 pk,                vector FLOAT_VECTOR(dim)
     <kg>__<model>__relations  rid INT64 pk, name VARCHAR,  vector FLOAT_VECTOR(dim)
     <kg>__<model>__types      tid INT64 pk, name VARCHAR,  vector FLOAT_VECTOR(dim)
+    <kg>__<model>__aliases    aid INT64 pk, eid INT64, name VARCHAR, vector FLOAT_VECTOR(dim)
+
+The aliases collection (an entity's other names, each embedded like a name, ``eid`` its entity) exists only for
+a KG that has aliases: it is made by the first alias written (:data:`KINDS` are the three every KG has).
 
 The KG name is used as it is (its rule makes it one-to-one: :func:`collection_name`); the model name is
 sanitized to ``[A-Za-z0-9_]``.  Each collection's description records kg, model and dim, so two models whose
@@ -50,7 +54,11 @@ from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUn
 from engine._secrets import mask_uri, register
 
 KINDS = ("entities", "relations", "types")
-_PK = {"entities": "eid", "relations": "rid", "types": "tid"}
+#: the kind made only for a KG with aliases
+ALIASES = "aliases"
+ALL_KINDS = (*KINDS, ALIASES)
+_PK = {"entities": "eid", "relations": "rid", "types": "tid", ALIASES: "aid"}
+_OWNER = "eid"  # an alias row's entity
 _VEC = "vector"
 _NAME = "name"
 _NAME_MAX = 65535
@@ -59,6 +67,7 @@ _VEC_INDEX = "vector_idx"
 BATCH = 10_000  # rows per insert (DESIGN §10)
 QUERY_BATCH = 8_192  # pks per query (<= Milvus' 16,384 result cap)
 TOPK_MAX = 16_384  # Milvus' cap on limit
+SEARCH_BATCH = 4_096  # query vectors per Search RPC (Milvus refuses more than 16,384 in one)
 EF_MAX = 32_768  # knowhere's cap on HNSW ef
 
 # HNSW build cost grows with M and efConstruction; 32/128 builds MetaQA's 43k entities in less than half
@@ -93,8 +102,8 @@ def slug(text: str) -> str:
 def collection_name(kg: str, model: str, kind: str) -> str:
     """``<kg>__<model>__<kind>``. A valid KG name (:func:`engine._config.check_kg_name`) is its own prefix and holds
     no ``__``, so the KG is the text before the first ``__``: distinct KGs never share a collection."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if kind not in ALL_KINDS:
+        raise ValueError(f"kind must be one of {ALL_KINDS}, not {kind!r}")
     check_kg_name(kg)
     model_part = slug(model.rsplit("/", 1)[-1]) if "/" in model else slug(model)
     name = f"{kg}__{model_part}__{kind}"
@@ -208,7 +217,7 @@ class VectorStore:
             raise ConfigError(f"unsupported Milvus metric {base['metric_type']!r} (L2, IP or COSINE)")
         self.index = base
         self._explicit_index = bool(index)
-        self.names = {kind: collection_name(kg, model, kind) for kind in KINDS}
+        self.names = {kind: collection_name(kg, model, kind) for kind in ALL_KINDS}
         self._alias = f"isorag-vs-{uuid.uuid4().hex[:12]}"
         self._cols: dict[str, Any] = {}
         self._loaded: set[str] = set()
@@ -267,13 +276,15 @@ class VectorStore:
         return StoreError(f"Milvus {what} failed ({self.uri}): {reason}")
 
     def _check_kind(self, kind: str) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if kind not in ALL_KINDS:
+            raise ValueError(f"kind must be one of {ALL_KINDS}, not {kind!r}")
 
     def _schema(self, kind: str) -> Any:
         from pymilvus import CollectionSchema, DataType, FieldSchema
 
         fields = [FieldSchema(_PK[kind], DataType.INT64, is_primary=True, auto_id=False)]
+        if kind == ALIASES:
+            fields.append(FieldSchema(_OWNER, DataType.INT64))
         if kind != "entities":
             fields.append(FieldSchema(_NAME, DataType.VARCHAR, max_length=_NAME_MAX))
         fields.append(FieldSchema(_VEC, DataType.FLOAT_VECTOR, dim=self.dim))
@@ -297,7 +308,8 @@ class VectorStore:
                 f"{self.model!r} gives {self.dim}-d vectors: use the model the KG was loaded with, "
                 f"or drop and reload its vectors"
             )
-        if _PK[kind] not in fields or (kind != "entities" and _NAME not in fields):
+        if _PK[kind] not in fields or (kind != "entities" and _NAME not in fields) or (
+                kind == ALIASES and _OWNER not in fields):
             raise SchemaMismatchError(
                 f"Milvus collection {name!r} lacks the fields {_PK[kind]!r}/{_NAME!r} isorag expects"
             )
@@ -400,8 +412,10 @@ class VectorStore:
         ids: Sequence[int],
         vectors: np.ndarray,
         names: Sequence[str] | None = None,
+        owners: Sequence[int] | None = None,
     ) -> None:
-        """Insert or replace rows by primary key, in batches of 10k rows."""
+        """Insert or replace rows by primary key, in batches of 10k rows (``names`` for every kind but entities;
+        ``owners``, the entity of each alias, for aliases)."""
         self._check_kind(kind)
         ids_arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         vecs = self._as_matrix(vectors)
@@ -413,6 +427,11 @@ class VectorStore:
             names = list(names)
             if len(names) != len(ids_arr):
                 raise ValueError(f"{len(ids_arr)} ids but {len(names)} names")
+        own = None
+        if kind == ALIASES:
+            if owners is None or len(owners) != len(ids_arr):
+                raise ValueError("aliases need the eid of their entity (owners), one per id")
+            own = np.asarray(owners, dtype=np.int64).reshape(-1)
         if not len(ids_arr):
             return
         # a pk twice in one call: keep the last row (what sequential upserts would leave)
@@ -422,6 +441,8 @@ class VectorStore:
             ids_arr, vecs = ids_arr[keep], vecs[keep]
             if names is not None:
                 names = [names[i] for i in keep]
+            if own is not None:
+                own = own[keep]
         self._col(kind, create=True)
         name = self.names[kind]
         is_new = self._new_rows(kind, ids_arr)
@@ -432,6 +453,7 @@ class VectorStore:
                 request = self._mutation_request(
                     kind, ids_arr[rows], vecs[rows],
                     None if names is None else [names[i] for i in rows], insert=insert,
+                    owners=None if own is None else own[rows],
                 )
                 self._send_mutation(name, request, insert=insert)
         self._mark_written(kind, ids_arr)
@@ -484,7 +506,7 @@ class VectorStore:
 
     def _mutation_request(
         self, kind: str, ids: np.ndarray, vecs: np.ndarray, names: Sequence[str] | None,
-        insert: bool = False,
+        insert: bool = False, owners: np.ndarray | None = None,
     ) -> Any:
         """An Insert/UpsertRequest built straight from the arrays.
 
@@ -497,6 +519,9 @@ class VectorStore:
         request = cls(collection_name=self.names[kind], num_rows=len(ids))
         fd = request.fields_data.add(type=schema_pb2.Int64, field_name=_PK[kind])
         fd.scalars.long_data.data.extend(ids.tolist())
+        if owners is not None:
+            fd = request.fields_data.add(type=schema_pb2.Int64, field_name=_OWNER)
+            fd.scalars.long_data.data.extend(np.asarray(owners, dtype=np.int64).tolist())
         if names is not None:
             fd = request.fields_data.add(type=schema_pb2.VarChar, field_name=_NAME)
             fd.scalars.string_data.data.extend(fit_varchar(str(n)) for n in names)
@@ -646,7 +671,7 @@ class VectorStore:
         The kinds are finalized at once, one thread each: most of a small collection's time here is
         Milvus' own waiting (flush, index scheduling, load), which then overlaps the entities' index build.
         """
-        kinds = KINDS if kind is None else (kind,)
+        kinds = (*KINDS, *((ALIASES,) if self._col(ALIASES) is not None else ())) if kind is None else (kind,)
         for k in kinds:
             self._check_kind(k)
             self._col(k, create=True)
@@ -663,7 +688,7 @@ class VectorStore:
     def ensure_ready(self) -> None:
         """Finalize (:meth:`finalize`) the kinds whose collection is not loaded yet; rows written into a loaded
         collection are searchable as they are (a change set's few rows need no flush or index build)."""
-        for k in KINDS:
+        for k in (*KINDS, *((ALIASES,) if self._col(ALIASES) is not None else ())):
             if not self._is_loaded(k):
                 self.finalize(k)
 
@@ -725,7 +750,8 @@ class VectorStore:
     def search(self, kind: str, vectors: np.ndarray, limit: int) -> list[list[tuple[int, float]]]:
         """Nearest rows for each query vector, ``[(id, euclidean_distance)]`` ascending.
 
-        One Search RPC for all the vectors.  ``limit`` is capped at 16,384 (Milvus' cap).
+        One Search RPC for up to :data:`SEARCH_BATCH` vectors (more are split: Milvus refuses over 16,384 in one).
+        ``limit`` is capped at 16,384 (Milvus' cap).
         """
         self._check_kind(kind)
         mat = self._as_matrix(vectors)
@@ -734,14 +760,40 @@ class VectorStore:
             return [[] for _ in range(len(mat))]
         if kind not in self._cols:
             self._need(kind)
-        res = self._raw_search(kind, mat, limit, None)
-        ids = res.ids.int_id.data
-        dists = self._to_distances(kind, res.scores)
         out: list[list[tuple[int, float]]] = []
-        pos = 0
-        for k in res.topks:
-            out.append(list(zip(ids[pos : pos + k], dists[pos : pos + k])))
-            pos += k
+        for start in range(0, len(mat), SEARCH_BATCH):
+            res = self._raw_search(kind, mat[start: start + SEARCH_BATCH], limit, None)
+            ids = res.ids.int_id.data
+            dists = self._to_distances(kind, res.scores)
+            pos = 0
+            for k in res.topks:
+                out.append(list(zip(ids[pos : pos + k], dists[pos : pos + k])))
+                pos += k
+        return out
+
+    def search_aliases(self, vectors: np.ndarray, limit: int) -> list[list[tuple[int, str, float]]]:
+        """For each query vector, the ``limit`` nearest aliases as ``(eid of their entity, alias, distance)``,
+        nearest first; nothing where the KG has no aliases collection."""
+        mat = self._as_matrix(vectors)
+        limit = min(int(limit), TOPK_MAX)
+        if limit <= 0 or not len(mat) or self._col(ALIASES) is None:
+            return [[] for _ in range(len(mat))]
+        out: list[list[tuple[int, str, float]]] = []
+        for start in range(0, len(mat), SEARCH_BATCH):
+            res = self._raw_search(ALIASES, mat[start: start + SEARCH_BATCH], limit, [_OWNER, _NAME])
+            dists = self._to_distances(ALIASES, res.scores)
+            owners: Sequence[int] = []
+            names: Sequence[str] = []
+            for field in res.fields_data:
+                if field.field_name == _OWNER:
+                    owners = field.scalars.long_data.data
+                elif field.field_name == _NAME:
+                    names = field.scalars.string_data.data
+            pos = 0
+            for k in res.topks:
+                out.append([(int(owners[i]), names[i] if i < len(names) else "", dists[i])
+                            for i in range(pos, pos + k) if i < len(owners)])
+                pos += k
         return out
 
     def search_names(
@@ -757,20 +809,21 @@ class VectorStore:
             return [[] for _ in range(len(mat))]
         if kind not in self._cols:
             self._need(kind)
-        res = self._raw_search(kind, mat, limit, [_NAME])
-        ids = res.ids.int_id.data
-        dists = self._to_distances(kind, res.scores)
-        names: Sequence[str] = []
-        for field in res.fields_data:
-            if field.field_name == _NAME:
-                names = field.scalars.string_data.data
         out: list[list[tuple[int, str, float]]] = []
-        pos = 0
-        for k in res.topks:
-            out.append(
-                [(ids[i], names[i] if i < len(names) else "", dists[i]) for i in range(pos, pos + k)]
-            )
-            pos += k
+        for start in range(0, len(mat), SEARCH_BATCH):
+            res = self._raw_search(kind, mat[start: start + SEARCH_BATCH], limit, [_NAME])
+            ids = res.ids.int_id.data
+            dists = self._to_distances(kind, res.scores)
+            names: Sequence[str] = []
+            for field in res.fields_data:
+                if field.field_name == _NAME:
+                    names = field.scalars.string_data.data
+            pos = 0
+            for k in res.topks:
+                out.append(
+                    [(ids[i], names[i] if i < len(names) else "", dists[i]) for i in range(pos, pos + k)]
+                )
+                pos += k
         return out
 
     def _query(self, kind: str, expr: str, fields: list[str], consistency: str) -> list[dict[str, Any]]:
@@ -867,7 +920,7 @@ class VectorStore:
         (its rows read, deleted, inserted once)."""
         col = self._need(kind)
         pk = _PK[kind]
-        fields = [pk, _VEC] + ([_NAME] if kind != "entities" else [])
+        fields = [pk, _VEC] + ([_NAME] if kind != "entities" else []) + ([_OWNER] if kind == ALIASES else [])
         parts = list(self.iter_ids(kind))  # 8 bytes an id: 80 MB at 10M rows
         ids = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
         removed = 0
@@ -885,8 +938,9 @@ class VectorStore:
             keep = np.asarray(sorted(rows), dtype=np.int64)
             vecs = np.stack([np.asarray(rows[i][_VEC], dtype=np.float32) for i in keep.tolist()])
             names = [rows[i][_NAME] for i in keep.tolist()] if kind != "entities" else None
-            self._send_mutation(self.names[kind], self._mutation_request(kind, keep, vecs, names, insert=True),
-                                insert=True)
+            owners = np.asarray([rows[i][_OWNER] for i in keep.tolist()], np.int64) if kind == ALIASES else None
+            self._send_mutation(self.names[kind], self._mutation_request(kind, keep, vecs, names, insert=True,
+                                                                         owners=owners), insert=True)
             removed += rows_stored - len(keep)
         if removed:
             try:
@@ -900,7 +954,7 @@ class VectorStore:
         """Drop this (kg, model)'s collections."""
         from pymilvus import utility
 
-        for kind in KINDS:
+        for kind in ALL_KINDS:
             name = self.names[kind]
             try:
                 if utility.has_collection(name, using=self._alias, timeout=DDL_TIMEOUT):
