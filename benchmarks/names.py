@@ -344,7 +344,7 @@ def read_kb(path: Path) -> list[tuple[str, str, str]]:
 def baseline_p50(base: str, args: argparse.Namespace) -> dict[str, float]:
     """The exact names' gold retrieval run by the engine of another checkout, in a child process."""
     env = {**os.environ, "PYTHONPATH": base}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--baseline-only", "--kg", args.kg, "--data", args.data,
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--baseline-only", base, "--kg", args.kg, "--data", args.data,
            "--seed", str(args.seed)] + (["--limit", str(args.limit)] if args.limit else []) \
         + (["--smoke"] if args.smoke else [])
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=str(ROOT))
@@ -359,11 +359,13 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA), help="MetaQA folder (kb.txt, {1,2,3}-hop/qa_dev.txt and qtypes)")
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--baseline", default=None, help="a checkout whose engine runs the exact names' p50 too")
-    ap.add_argument("--baseline-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-only", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--claims", type=int, default=300, help="claims made (three per 1-hop question)")
     ap.add_argument("--aliases", type=int, default=100, help="films of the alias KG")
     ap.add_argument("--smoke", action="store_true", help="the demo KG, a few questions a hop (under a minute)")
     args = ap.parse_args()
+    if args.baseline_only:  # the other checkout's engine, not this one's (_common put this checkout first)
+        sys.path.insert(0, str(Path(args.baseline_only).resolve()))
     if args.smoke:
         args.limit = args.limit or 4
         args.claims, args.aliases = min(args.claims, 12), min(args.aliases, 8)
@@ -383,8 +385,11 @@ def main() -> None:
     eng = engine_for(kg, kb, args.k)
     eng.retrieve(with_topic(qs[0]["pattern"], qs[0]["topic"], qs[0]["topic"]), k=args.k)  # warm-up
     if args.baseline_only:
+        import engine
+
         _, times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
-        print(json.dumps({s: _round(percentile(v, 50), 2) for s, v in times.items()}))
+        print(json.dumps({**{s: _round(percentile(v, 50), 2) for s, v in times.items()},
+                          "engine": str(Path(engine.__file__).resolve().parent.parent)}))
         eng.close()
         return
     load0 = os.getloadavg()
@@ -439,7 +444,7 @@ def main() -> None:
         "seed": args.seed, "loadavg": [round(x, 2) for x in load0],
     }
     if base_runs:
-        base = {s: round(sum(b.get(s, 0.0) for b in base_runs) / len(base_runs), 2) for s in STAGES}
+        base = {s: round(sum(b.get(s) or 0.0 for b in base_runs) / len(base_runs), 2) for s in STAGES}
         result["baseline_p50_ms"] = base
         result["baseline_runs"] = base_runs
         result["p50_ratio_exact_vs_baseline"] = round((p50["exact"] or 0.0) / max(base["total"], 1e-9), 3)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine._errors import CheckpointError
-from engine.linking.text import MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
+from engine.linking.text import MASK, LinkModel, LinkedTopic, candidates, mask, unknown_names, word_ngrams
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 
@@ -327,11 +327,16 @@ class PatternGenerator:
         """A claim's pattern: each linked entity in turn is the template's answer (its name in the answer slot),
         the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
         t0 = time.perf_counter()
-        linked = self.link(text, max_topics=self.ckpt.link.max_topics + 1, min_topics=2)
+        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        linked = self.ckpt.link.choose(cands, text, self.ckpt.link.max_topics + 1, min_topics=2)
+        unknown = unknown_names(text, cands)
         t1 = time.perf_counter()
         best: tuple[float, Pattern, Template] | None = None
         warnings: list[str] = []
-        if len(linked) < 2:
+        if unknown:  # the claim names something the KG does not have: no pattern of the KG can say it
+            warnings.append("the claim names " + ", ".join(repr(u) for u in unknown) + ", which no entity of the KG "
+                            "is called")
+        elif len(linked) < 2:
             warnings.append("a claim needs two entities of the KG; found "
                             + (", ".join(repr(t.mention) for t in linked) or "none"))
         else:

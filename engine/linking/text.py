@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
 __all__ = ["Candidate", "LinkModel", "LinkedTopic", "MASK", "MAX_SPAN", "MAX_SPANS", "candidates",
-           "exact_candidates", "link_candidates", "fit_link_model", "mask", "spans", "unbracket", "word_ngrams"]
+           "exact_candidates", "link_candidates", "unknown_names", "fit_link_model", "mask", "spans", "unbracket", "word_ngrams"]
 
 #: longest span (in words) looked up as a name
 MAX_SPAN = 10
@@ -182,8 +182,10 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
     out: list[Candidate] = []
     for i, (a, b, s) in enumerate(sp):
         hit = [e for e in exact.get(s, ()) if e in names]
-        if hit:  # the span is a name, as written
-            out.append(Candidate(a, b, s, s, tuple(sorted(hit)), 0.0, s, "exact"))
+        if hit:  # the span is a name, as written; with it, the names it equals but for case and accents
+            same = {ents[flat[k][0]].eid for k in range(len(flat)) if d[i][k] == 0.0 and not flat[k][1]
+                    and fold_name(flat[k][2]) == folded[i]} if flat else set()
+            out.append(Candidate(a, b, s, s, tuple(sorted(set(hit) | same)), 0.0, s, "exact"))
             continue
         if not flat or not folded[i]:
             continue
@@ -192,6 +194,8 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
         if best > 0 and (best > SPELLING_LINK_MAX or len(folded[i].replace(" ", "")) < SPELLING_LINK_MIN_CHARS):
             continue
         at = [k for k in range(len(flat)) if row[k] <= best + 1e-9]
+        if best > 0 and not _same_edges(folded[i], [fold_name(flat[k][2]) for k in at]):
+            continue  # "is vincente minnelli", "a comedy": a stop word at its edge that the name lacks
         eids = tuple(sorted({ents[flat[k][0]].eid for k in at}))
         # the display name of an entity matched by its name (not an alias) first, then by its alias
         k0 = min(at, key=lambda k: (flat[k][1], flat[k][2] != s, ents[flat[k][0]].eid))
@@ -200,6 +204,20 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
         out.append(Candidate(a, b, s, ent.name or ent.key, eids, SPELLING_SCALE * best, flat[k0][2], how,
                              flat[k0][1]))
     return out
+
+
+def _same_edges(span: str, names: Sequence[str]) -> bool:
+    """Whether a span whose first or last word is a stop word ("the", "is", "of"...) has that word where a name it
+    matched has it: a span is not a near spelling of a name by a word around it."""
+    words = span.split()
+    if not words or (words[0] not in LUCENE_STOPWORDS and words[-1] not in LUCENE_STOPWORDS):
+        return True
+    for n in names:
+        nw = n.split()
+        if nw and (words[0] not in LUCENE_STOPWORDS or nw[0] == words[0]) \
+                and (words[-1] not in LUCENE_STOPWORDS or nw[-1] == words[-1]):
+            return True
+    return False
 
 
 def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 256) -> list[list[Candidate]]:
@@ -256,6 +274,24 @@ def candidates(text: str, graph: GraphReader, *, vectors: VectorIndex | None = N
             ties = tuple(sorted(e for e, d in row if d <= best + 1e-6))
             name = names.get(ties[0], s)
             out.append(Candidate(a, b, s, name, ties, float(best), name, "meaning"))
+    return out
+
+
+#: a run of capitalized words (or a number) in a text: what names look like when written in a sentence
+_NAME_RUN = re.compile(r"(?:\b[A-Z][\w'’.&-]*(?:\s+[A-Z][\w'’.&-]*)*|\b\d[\d.,]*\b)")
+
+
+def unknown_names(text: str, cands: Sequence[Candidate], skip_first: bool = True) -> list[str]:
+    """The runs of capitalized words (and numbers) in ``text`` that no candidate overlaps: names of things the KG
+    does not have ("Zorblax Quinmel directed Jaws"). A capitalized first word of the text alone is a sentence's
+    start, not a name (unless ``skip_first`` is False)."""
+    out = []
+    for m in _NAME_RUN.finditer(text):
+        a, b = m.start(), m.end()
+        if skip_first and a == 0 and " " not in m.group(0).strip():
+            continue
+        if not any(c.start < b and a < c.end for c in cands):
+            out.append(m.group(0))
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
@@ -59,6 +59,7 @@ class Retriever:
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._text_lock = threading.Lock()
         self._stamp: int | None = None  # the KG's version stamp the caches below were built on
+        self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
 
     def invalidate(self) -> None:
         """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types. (The
@@ -146,6 +147,8 @@ class Retriever:
                         if n.type_hint:
                             typed[n.id] = n.type_hint
         type_texts = sorted(set(typed.values()))
+        # the search by spelling needs no vector: it runs in Neo4j while the texts are embedded and searched in Milvus
+        spelled = self._reader().submit(lookup_names, self.graph, node_texts, node_texts, ()) if node_texts else None
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
         vecs = self.encode(texts)
@@ -178,7 +181,7 @@ class Retriever:
             type_hits = {t: [tid for tid, _ in hits] for t, hits in zip(type_texts, res)}
         timings["vector"] = time.perf_counter() - t1
         t_names = time.perf_counter()
-        matches = self.named_candidates(node_texts, vec_hits, settings.k_node) if node_texts else {}
+        matches = self.named_candidates(node_texts, vec_hits, settings.k_node, spelled) if node_texts else {}
         timings["names"] = time.perf_counter() - t_names
         nodes: dict[str, dict[int, float] | None] = {}
         names: dict[str, dict[int, NameMatch]] = {}
@@ -226,10 +229,27 @@ class Retriever:
             out = [dict(sorted(got.items(), key=lambda kv: (kv[1], kv[0]))[:k]) for got in out]
         return out
 
-    def named_candidates(self, texts: Sequence[str], vec_hits: Sequence[Mapping[int, float]],
-                         k: int) -> dict[str, dict[int, NameMatch]]:
-        """text -> its candidates by meaning and by spelling (:mod:`engine.linking.search`), one Neo4j read."""
-        by_text, by_name, names = lookup_names(self.graph, texts, texts, sorted({e for h in vec_hits for e in h}))
+    def _reader(self) -> Any:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="isorag-names")
+        return self._pool
+
+    def named_candidates(self, texts: Sequence[str], vec_hits: Sequence[Mapping[int, float]], k: int,
+                         spelled: Any = None) -> dict[str, dict[int, NameMatch]]:
+        """text -> its candidates by meaning and by spelling (:mod:`engine.linking.search`). ``spelled``: the
+        search by spelling already under way (a future of :func:`~engine.linking.search.lookup_names` over
+        ``texts``); then only the names of the vector hits it did not return are read, else everything in one
+        read."""
+        wanted = sorted({e for h in vec_hits for e in h})
+        if spelled is None:
+            by_text, by_name, names = lookup_names(self.graph, texts, texts, wanted)
+        else:
+            by_text, by_name, names = spelled.result()
+            missing = [e for e in wanted if e not in names]
+            if missing:
+                names = {**names, **lookup_names(self.graph, (), (), missing)[2]}
         found = [a + [e for e in b if e not in a] for a, b in zip(by_text, by_name)]
         return dict(zip(texts, name_candidates(texts, vec_hits, k, found, names)))
 

@@ -192,3 +192,23 @@ def test_entity_lines_with_aliases_in_json_lines(tmp_path: Path) -> None:
     assert ents["Heat"][0] == EntityRecord("Heat", "Heat", ("film",), 2, ("Heat (1995)",))
     assert ents["Michael Mann"][0].aliases == ("Mann",)
     assert len(skipped) == 1 and "aliases must be a list of strings" in str(skipped[0])
+
+
+def test_names_no_candidate_covers_are_unknown() -> None:
+    from engine.linking.text import unknown_names
+
+    jaws = Candidate(22, 26, "Jaws", "Jaws", (1,), 0.0)
+    assert unknown_names("Zorblax Quinmel directed Jaws", [jaws]) == ["Zorblax Quinmel"]
+    kismet = Candidate(16, 22, "Kismet", "Kismet", (2,), 0.0)
+    assert unknown_names("the director of Kismet is Vextor Ulmgran", [kismet]) == ["Vextor Ulmgran"]
+    assert unknown_names("Kismet was released in 2099", [Candidate(0, 6, "Kismet", "Kismet", (2,), 0.0)]) == ["2099"]
+    assert unknown_names("Heat was directed by michael mann", [Candidate(0, 4, "Heat", "Heat", (3,), 0.0)]) == []
+    assert unknown_names("Who directed it", []) == []  # a sentence's first word alone is no name
+
+
+def test_a_span_is_no_near_spelling_by_a_stop_word_at_its_edge() -> None:
+    from engine.linking.text import _same_edges
+
+    assert not _same_edges("is vincente minnelli", ["vincente minnelli"])
+    assert not _same_edges("a comedy", ["the comedy", "comedy"])
+    assert _same_edges("the matirx", ["the matrix"]) and _same_edges("matirx", ["the matrix"])
