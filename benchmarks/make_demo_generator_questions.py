@@ -4,7 +4,7 @@
 
 Writes ``engine/data/demo/generator_questions.jsonl``: per hop, up to ``--per-hop`` dev questions (seeded draw)
 whose topic is an entity of the demo KG and whose qtype's relation path, followed over the demo KG, reaches at
-least one of MetaQA's gold answers (``benchmarks/metaqa_qtypes.py``), none of the 60 demo questions among them.
+least one of MetaQA's gold answers (``engine/datasets/metaqa.py``), none of the 60 demo questions among them.
 Fields as ``questions.jsonl`` (``question`` with the topic in brackets, ``topic``, ``hops``, ``qtype``,
 ``answers`` reached on the demo KG (at most 10), ``pattern``, ``source``). ``isorag demo`` trains the demo's pattern generator
 on both files. MetaQA is CC BY 3.0 (see engine/data/demo/ATTRIBUTION.md).
@@ -19,7 +19,7 @@ import re
 
 import _common  # noqa: F401
 from _common import ROOT
-from metaqa_qtypes import follow_path, gold_pattern
+from engine.datasets.metaqa import follow_path, gold_pattern
 
 DEMO = ROOT / "engine" / "data" / "demo"
 DATA = ROOT.parent / "shared" / "data" / "metaqa"

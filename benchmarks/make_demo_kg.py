@@ -6,7 +6,7 @@
 Deterministic for given inputs and options (fixed seed, no set-order dependence).  Steps:
 
 1. Questions.  Over ``kb.txt``, the answers of every dev question are recomputed by following its qtype's
-   relation path (``metaqa_qtypes.follow_path``).  A question is eligible when the recomputed answers equal
+   relation path (``engine.datasets.metaqa.follow_path``).  A question is eligible when the recomputed answers equal
    MetaQA's gold answers exactly, number 1 to ``--max-answers``, and the walk touches at most
    ``--max-walk-movies`` movies.  Per hop, ``--per-hop`` questions are drawn round-robin over the qtypes
    (so every qtype appears when it can), in an order shuffled with the seed.
@@ -36,7 +36,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from metaqa_qtypes import MOVIE, follow_path, gold_pattern, hops, parse_qtype  # noqa: E402
+from engine.datasets.metaqa import MOVIE, follow_path, gold_pattern, hops, parse_qtype  # noqa: E402
 
 from loaders import open_source  # noqa: E402
 
@@ -199,7 +199,7 @@ By `benchmarks/make_demo_kg.py` (seed {seed}, target {target:,} bytes), determin
 regenerate. The source was a reconstruction of MetaQA's `kb.txt` (130,471 of the official 134,741 triples).
 
 1. Each dev question's answers were recomputed over the full KB by following its qtype's relation path
-   (`benchmarks/metaqa_qtypes.py`: set-wise walk, relations in either direction, the topic entity removed at
+   (`engine/datasets/metaqa.py`: set-wise walk, relations in either direction, the topic entity removed at
    every step, which is MetaQA's own convention). Eligible questions: recomputed answers identical to
    MetaQA's gold answers, 1 to {max_answers} answers, a walk touching at most {max_walk} movies.
 2. {per_hop_n} questions per hop were drawn round-robin over the qtypes (distinct topics), and every movie their

@@ -64,7 +64,7 @@ def path_ceilings(kb: str, questions: list[dict[str, Any]]) -> tuple[float, floa
       an exact match ranks at GSD 0 -- what any ranking by GSD can expect (the KB also has triples MetaQA's
       answers do not know of, e.g. five films "directed_by Alan Cumming" for a gold answer of one).
     """
-    from metaqa_qtypes import follow_path
+    from engine.datasets.metaqa import follow_path
 
     adj: dict[tuple[str, str], set[str]] = {}
     with open(kb, encoding="utf-8") as f:
@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
     args = ap.parse_args()
 
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
     from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
@@ -219,7 +219,7 @@ def main() -> None:
 
 def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     from _learned import print_summary, run_learned, split
-    from metaqa_qtypes import gold_pattern
+    from engine.datasets.metaqa import gold_pattern
 
     from engine.retrieval.pattern import Pattern
 

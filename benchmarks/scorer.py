@@ -19,7 +19,7 @@ Figures on the test questions:
   neighbourhood) among the K best scored (questions with such a path), whatever the models were trained on;
 * ``path_triple_recall`` @K: the same for the relation-path triples (``--labels path``): the triples on walks
   topic -r1- x -r2- ... -rn- answer along the relation path the question type names (``qa_dev_qtype.txt``,
-  :mod:`metaqa_qtypes`), plus shortest paths to the answers that walk misses;
+  :mod:`engine.datasets.metaqa`), plus shortest paths to the answers that walk misses;
 * ``answer_recall`` @K: share of *all* gold answers among the entities of the K best triples (an answer the KG
   lacks or the capped neighbourhood left out counts as missed; ``answer_ceiling`` is the share in the
   neighbourhood at all, ``answer_ceiling_at_k`` the best any ranking of the fetched triples can do at K: a
@@ -256,7 +256,7 @@ def main() -> None:
     from engine import Engine
     from engine.scoring.prepared import prepare
     from engine.scoring.qa import QARecord, read_qa
-    from metaqa_qtypes import relation_path
+    from engine.datasets.metaqa import relation_path
     from engine.scoring.checkpoint import load_checkpoint
 
     load_start = os.getloadavg()

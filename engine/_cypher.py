@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 
 
 def _cypher_dir() -> "Path | Traversable":
-    """``engine/cypher`` in an installed wheel; the repository's top-level ``cypher/`` in a checkout."""
+    """``engine/cypher``: a folder in an installed wheel; in a checkout, a link to the repository's top-level
+    ``cypher/``, where the statements live beside the code that runs them (the top-level folder itself when the
+    link is missing, as on a file system without links)."""
     packaged = files("engine").joinpath("cypher")
     if packaged.is_dir():
         return packaged
-    # a checkout or an editable install: the folder stays at the top level (DESIGN section 8)
     return Path(__file__).resolve().parent.parent / "cypher"
 
 

@@ -528,15 +528,28 @@ class Engine:
 
     # -- answers and verdicts (engine.answering) ------------------------------------------------------
     def _pipeline(self) -> Pipeline:
-        """The answering pipeline over this engine's components, each made at first use (in its stage)."""
+        """The answering pipeline over this engine's components. Each is handed over deferred (made at first use,
+        in the stage that needs it, once per pipeline); the generator is looked up only when a route may use it."""
+        from engine._protocols import Deferred
         from engine.answering.pipeline import Pipeline
 
         cfg = self.config
-        return Pipeline(retriever=lambda: self.retriever, llm=lambda: self.llm, fewshot=self.fewshot,
-                        scorer=self._need_scorer if cfg.scorer else None, kg=self.kg, match=cfg.match,
-                        verify=cfg.verify,
-                        generator=self._need_generator if self.generator_path() is not None else None,
+        return Pipeline(retriever=Deferred(lambda: self.retriever), llm=Deferred(lambda: self.llm),
+                        fewshot=self.fewshot, scorer=Deferred(self._need_scorer) if cfg.scorer else None,
+                        kg=self.kg, match=cfg.match, verify=cfg.verify, generator=Deferred(lambda: self.generator),
                         route=cfg.route)
+
+    def pattern_route(self, route: str | None = None) -> str:
+        """Who first tries to write the pattern of a question asked without one, under ``route`` (default
+        ``config.route``): ``"learned"``, ``"llm"`` or ``"scorer"``, as :meth:`ask` decides it
+        (:func:`engine.learned.router.plan`). A route nothing can follow is a ConfigError. Asks no server: a
+        command calls it to refuse such a question before anything starts."""
+        from engine.learned.router import plan
+
+        route = route or self.config.route
+        generator = route != "llm" and self.generator_path() is not None
+        return plan(route, generator=generator, llm=route != "learned" and self.llm is not None,
+                    scorer=bool(self.config.scorer))
 
     def ask(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None, raise_errors: bool = True,
             route: str | None = None, **match: Any) -> Answer:

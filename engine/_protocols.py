@@ -1,4 +1,5 @@
-"""What the stages need from the stores and the embedder, as structural types (:class:`typing.Protocol`).
+"""What the stages need from the stores and the embedder, as structural types (:class:`typing.Protocol`), and
+:class:`Deferred`, a component that starts at first use.
 
 The retriever, the matcher and its oracle, the scorers' neighbourhood fetch and features, the scoring service,
 the answering rule and the ground-truth sampler read the KG through these members and nothing else, so each
@@ -11,14 +12,17 @@ This module is in the lowest layer: it imports nothing of the engine, and numpy 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     from neo4j import Query
 
-__all__ = ["CypherReader", "GraphReader", "RelationRow", "TextEmbedder", "VectorIndex"]
+__all__ = ["CypherReader", "Deferred", "GraphReader", "RelationRow", "TextEmbedder", "VectorIndex"]
+
+T = TypeVar("T")
 
 
 class RelationRow(Protocol):
@@ -108,3 +112,27 @@ class TextEmbedder(Protocol):
     def encode(self, texts: Sequence[str], *, batch_size: int = ..., progress: bool = ...) -> np.ndarray:
         """``[len(texts), dim]`` float32 rows, in the order of ``texts``."""
         ...
+
+
+class Deferred(Generic[T]):
+    """A component handed to a stage that starts at first use, once: ``make`` runs the first time :meth:`get` is
+    called (in the stage that needs the component, so that a store that cannot be reached fails that stage), and
+    every later call returns the same object. :meth:`ready` wraps an object that exists already."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make: Callable[[], T] | None = make
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def ready(cls, value: T) -> Deferred[T]:
+        d: Deferred[T] = cls(lambda: value)
+        d.get()
+        return d
+
+    def get(self) -> T:
+        with self._lock:
+            if self._make is not None:
+                self._value = self._make()
+                self._make = None
+            return self._value  # type: ignore[return-value]  # made above (T may itself admit None)

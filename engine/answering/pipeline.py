@@ -66,6 +66,7 @@ from engine.retrieval.retriever import as_pattern
 from engine.retrieval.verbalize import verbalize_subgraphs
 
 if TYPE_CHECKING:  # pragma: no cover
+    from engine._protocols import Deferred
     from engine.learned.generator import PatternGenerator, Proposal
     from engine.retrieval.retriever import Retriever
     from engine.scoring.service import ScoringResult, ScoringService
@@ -307,24 +308,27 @@ class Flow(Generic[Result]):
 
 
 class Pipeline:
-    """Answers and verdicts from a KG's components.
+    """Answers and verdicts from a KG's components, given to it (it never sees the Engine).
 
-    Each component is given as a function that returns it, so that it starts at first use inside the stage
-    that needs it (a KG or a store that cannot be reached fails ``retrieve``, a checkpoint that does not fit
-    fails ``scoring``):
+    Each component that starts something (a store connection, a model, a checkpoint) is a
+    :class:`~engine._protocols.Deferred`: made at first use inside the stage that needs it, once per pipeline (a KG
+    or a store that cannot be reached fails ``retrieve``, a checkpoint that does not fit fails ``scoring``):
 
-    * ``retriever()``: the KG's :class:`~engine.retrieval.retriever.Retriever`;
-    * ``llm()``: the :class:`~engine.llm.LLM`, or None (no LLM);
+    * ``retriever``: the KG's :class:`~engine.retrieval.retriever.Retriever`;
+    * ``llm``: the :class:`~engine.llm.LLM`, or None (no LLM);
     * ``fewshot(kind)``: the few-shot examples of ``kind`` (``pattern``, ``claim``, ``answer``, ``verify``);
-    * ``scorer()``: the :class:`~engine.scoring.service.ScoringService`; ``scorer=None``: no triple scorer.
+    * ``scorer``: the :class:`~engine.scoring.service.ScoringService`; ``scorer=None``: no triple scorer;
+    * ``generator``: the KG's learned :class:`~engine.learned.generator.PatternGenerator`, or None when the KG has
+      none; looked up only when a route may use it (not for ``route="llm"`` nor a given pattern).
 
-    ``kg`` names the KG in answers, ``match`` and ``verify`` are the settings a call's overrides start from.
+    ``kg`` names the KG in answers, ``match`` and ``verify`` are the settings a call's overrides start from,
+    ``route`` the default route (:mod:`engine.learned.router`).
     """
 
-    def __init__(self, *, retriever: Callable[[], Retriever], llm: Callable[[], LLM | None],
-                 fewshot: Callable[[str], list[dict[str, Any]]], scorer: Callable[[], ScoringService] | None = None,
+    def __init__(self, *, retriever: Deferred[Retriever], llm: Deferred[LLM | None],
+                 fewshot: Callable[[str], list[dict[str, Any]]], scorer: Deferred[ScoringService] | None = None,
                  kg: str = "", match: MatchSettings | None = None, verify: VerifySettings | None = None,
-                 generator: Callable[[], PatternGenerator] | None = None, route: str = "auto") -> None:
+                 generator: Deferred[PatternGenerator | None] | None = None, route: str = "auto") -> None:
         from engine.learned.router import check_route
 
         self._retriever = retriever
@@ -373,39 +377,21 @@ class Pipeline:
             if pat is not None:
                 r.pattern_source = "given"
             else:
-                beam = yield from self._route(run, r.query, route, claim=False)
+                writer, beam = yield from self._route(run, r.query, route, claim=False, scorer=scorer)
                 if beam is not None and not beam and not scorer:
                     run.stage_name = "generate"
                     raise PatternError("the pattern generator has no pattern for this question: "
                                        + "; ".join(r.warnings[-1:]))
-            # with a scorer and no LLM, a question without a pattern goes to the scorer alone
-            if pat is None and beam is None and not (scorer and self._llm() is None):
-                try:
-                    with run.stage("llm_pattern"):  # the client starts at first use
-                        pat, text = yield from self._pattern(run, r.query, "pattern")
-                    r.pattern_source = "llm"
-                except PatternError as e:
-                    if not scorer:
-                        raise
-                    r.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
-            tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
-            res = None
-            if tries:
-                with run.stage("retrieve"):
-                    for n, (pat, prob) in enumerate(tries):
-                        res = yield Call(self._retrieve, (pat, k, match))
-                        if res.subgraphs:
-                            break
-                assert pat is not None and res is not None
-                if beam:
-                    r.pattern_probability = prob
-                    if n:
-                        r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing: pattern {n + 1} "
-                                          f"(probability {prob:.3f}) answers")
-                run.set_pattern(pat, text)
-                yield Emit(PatternEvent(pat, text))
-                run.set_retrieval(res)
-                yield Emit(SubgraphsEvent(r.subgraphs, r.evidence, res))
+                if writer == "llm":
+                    try:
+                        with run.stage("llm_pattern"):  # the client starts at first use
+                            pat, text = yield from self._pattern(run, r.query, "pattern")
+                        r.pattern_source = "llm"
+                    except PatternError as e:
+                        if not scorer:
+                            raise
+                        r.warnings.append(f"no pattern from the LLM ({e}): the triple scorer retrieves instead")
+            res = yield from self._retrieve_tries(run, pat, text, beam, k, match)
             matched = res is not None and bool(res.subgraphs)
             scored = False
             if scorer:
@@ -414,7 +400,7 @@ class Pipeline:
                     sr = yield Call(self._score, (r.query, anchors))
                 scored = run.add_scored(sr)
             # a learned pattern is answered without the LLM (the router kept it to spare the LLM)
-            llm = None if r.pattern_source == "learned" else self._llm()
+            llm = None if r.pattern_source == "learned" else self._llm.get()
             if llm is not None and (matched or scored):
                 with run.stage("llm_answer"):
                     prompt = render_answer_prompt(r.query, r.evidence, self._fewshot("answer"))
@@ -430,36 +416,71 @@ class Pipeline:
         run.finish()
         return r
 
-    def _route(self, run: Run, text: str, route: str, claim: bool) -> Generator[Request, Any,
-                                                                           list[tuple[Pattern, float]] | None]:
-        """The learned generator's beam for ``text`` when the router keeps it (:mod:`engine.learned.router`),
-        an empty list when it must and has none, None when the LLM writes the pattern."""
-        from engine.learned.router import NO_GENERATOR_HELP, keeps_learned
+    def _retrieve_tries(self, run: Run, pat: Pattern | None, text: str | None,
+                        beam: list[tuple[Pattern, float]] | None, k: int | None,
+                        match: Mapping[str, Any]) -> Generator[Request, Any, RetrievalResult | None]:
+        """Retrieve for the pattern, or for a learned beam pattern by pattern until one matches; None when there is
+        no pattern to retrieve for (the scorer alone answers)."""
+        r = run.result
+        assert isinstance(r, Answer)
+        tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
+        if not tries:
+            return None
+        res = None
+        with run.stage("retrieve"):
+            for n, (pat, prob) in enumerate(tries):
+                res = yield Call(self._retrieve, (pat, k, match))
+                if res.subgraphs:
+                    break
+        assert pat is not None and res is not None
+        if beam:
+            r.pattern_probability = prob
+            if n:
+                r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing: pattern {n + 1} "
+                                  f"(probability {prob:.3f}) answers")
+        run.set_pattern(pat, text)
+        yield Emit(PatternEvent(pat, text))
+        run.set_retrieval(res)
+        yield Emit(SubgraphsEvent(r.subgraphs, r.evidence, res))
+        return res
+
+    def _route(self, run: Run, text: str, route: str, claim: bool, scorer: bool = False
+               ) -> Generator[Request, Any, tuple[str, list[tuple[Pattern, float]] | None]]:
+        """Who writes the pattern of ``text`` (:func:`engine.learned.router.plan`) and, when the router keeps the
+        learned generator's, its beam: ``("learned", beam)``, or ``("learned", [])`` when it must and has none;
+        ``("llm", None)`` or ``("scorer", None)`` otherwise. The generator is looked up only when the route may
+        use it."""
+        from engine.learned.router import keeps_learned, plan
 
         r = run.result
-        if route == "llm" or (route == "auto" and self._generator is None):
-            return None
-        if self._generator is None:
-            run.stage_name = "pattern"
-            raise ConfigError(NO_GENERATOR_HELP)
-        with run.stage("generate"):  # the generator loads at first use
-            prop, threshold = yield Call(self._propose, (text, claim))
+        gen = None
+        load_ms = 0.0
+        if route != "llm" and self._generator is not None:
+            with run.stage("generate"):  # the generator's file is looked up, and loaded at first use
+                gen = yield Call(self._generator.get)
+            load_ms = r.timings.pop("generate")
+        llm = self._llm.get() if route != "learned" else None
+        writer = plan(route, generator=gen is not None, llm=llm is not None, scorer=scorer)
+        if writer != "learned":
+            return writer, None
+        with run.stage("generate"):
+            prop, threshold = yield Call(self._propose, (gen, text, claim))
         # disjoint stages, in the order they ran: the generate stage's clock also ran over the linking
-        stage = r.timings.pop("generate")
+        stage = r.timings.pop("generate") + load_ms
         r.timings["link"] = prop.timings["link"]
         r.timings["generate"] = round(max(stage - prop.timings["link"], 0.0), 3)
         r.proposal = prop
         r.warnings.extend(prop.warnings)
-        has_llm = route != "learned" and self._llm() is not None
+        has_llm = route != "learned" and llm is not None
         if not keeps_learned(route, prop.probability, threshold, has_llm):
             r.warnings.append(f"the learned pattern's probability {prop.probability:.3f} is under the router's "
                               f"threshold {threshold:.3f}: the LLM writes the pattern")
-            return None
+            return "llm", None
         if not prop.beam:
-            return None if has_llm else []
+            return ("llm", None) if has_llm else ("learned", [])
         r.pattern_source = "learned"
         r.pattern_probability = prop.probability
-        return prop.beam
+        return "learned", prop.beam
 
     def _judge(self, run: Run, pattern: PatternLike | None, k: int | None, route: str, vs: VerifySettings,
                match: Mapping[str, Any]) -> Steps[Verdict]:
@@ -471,7 +492,7 @@ class Pipeline:
             if pat is not None:
                 v.pattern_source = "given"
             else:
-                beam = yield from self._route(run, v.claim, route, claim=True)
+                _, beam = yield from self._route(run, v.claim, route, claim=True)
                 if beam is not None and not beam:
                     run.stage_name = "generate"
                     raise PatternError("the pattern generator has no pattern for this claim: "
@@ -483,7 +504,7 @@ class Pipeline:
                         pat, text = yield from self._pattern(run, v.claim, "claim", claim=True)
                     v.pattern_source = "llm"
             run.set_pattern(pat, text)
-            llm = None if v.pattern_source == "learned" else self._llm()
+            llm = None if v.pattern_source == "learned" else self._llm.get()
             if llm is None:
                 with run.stage("verify"):
                     res, label, reason, relaxed = yield Call(self._rule, (pat, k, self._settings(match), vs))
@@ -509,7 +530,7 @@ class Pipeline:
     def _pattern(self, run: Run, text: str, kind: str, claim: bool = False) -> Generator[Request, Any,
                                                                                            tuple[Pattern, str]]:
         """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per prompt)."""
-        llm = self._llm()
+        llm = self._llm.get()
         if llm is None:
             run.stage_name = "pattern"
             raise ConfigError(NO_LLM_HELP)
@@ -526,17 +547,16 @@ class Pipeline:
         return replace(self.match, **match) if match else self.match
 
     def _retrieve(self, pattern: Pattern, k: int | None, match: Mapping[str, Any]) -> RetrievalResult:
-        return self._retriever().retrieve(pattern, k=k, settings=self._settings(match))
+        return self._retriever.get().retrieve(pattern, k=k, settings=self._settings(match))
 
     def _rule(self, pattern: Pattern, k: int | None, settings: MatchSettings,
               vs: VerifySettings) -> tuple[RetrievalResult, str, str, str | None]:
-        return judge_claim(self._retriever(), pattern, k=k, settings=settings, verify=vs)
+        return judge_claim(self._retriever.get(), pattern, k=k, settings=settings, verify=vs)
 
-    def _propose(self, text: str, claim: bool) -> tuple[Proposal, float]:
-        assert self._generator is not None
-        gen = self._generator()
+    @staticmethod
+    def _propose(gen: PatternGenerator, text: str, claim: bool) -> tuple[Proposal, float]:
         return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold
 
     def _score(self, query: str, anchors: list[int] | None) -> ScoringResult:
         assert self._scorer is not None
-        return self._scorer().score(query, anchors)
+        return self._scorer.get().score(query, anchors)

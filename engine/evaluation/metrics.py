@@ -2,7 +2,7 @@
 
 Inputs: a ``isorag synth`` JSON Lines file (gold pattern, answers, ground-truth triples, claims), MetaQA
 ``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; gold patterns from the sibling ``qa_*_qtype.txt`` through
-``benchmarks/metaqa_qtypes.py`` when present, else the LLM) or PathQuestion (``question<TAB>answer(alias/...)
+the question types file beside it, ``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion (``question<TAB>answer(alias/...)
 <TAB>e#r#e#...#<end>#answer``; the gold pattern is the path).
 
 Metrics per item, averaged overall and per shape and per number of hops:
@@ -216,16 +216,10 @@ def _metaqa_reader(path: Path) -> Any:
 
 
 def _metaqa_gold() -> Any:
-    """``benchmarks/metaqa_qtypes.gold_pattern`` (standalone module) when the source tree has it."""
-    import importlib.util
+    """The gold pattern of a MetaQA question type (:func:`engine.datasets.metaqa.gold_pattern`)."""
+    from engine.datasets.metaqa import gold_pattern
 
-    p = Path(__file__).resolve().parents[2] / "benchmarks" / "metaqa_qtypes.py"
-    if not p.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("isorag_metaqa_qtypes", p)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return getattr(mod, "gold_pattern", None)
+    return gold_pattern
 
 
 # -- the run ----------------------------------------------------------------------------------------------

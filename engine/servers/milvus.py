@@ -891,7 +891,8 @@ def ensure_local_milvus() -> str:
 # --------------------------------------------------------------------------- CLI
 
 
-def cli_start() -> None:
+def cli_start() -> int:
+    """``isorag milvus start``: prints what it did; returns 0 (an error is raised)."""
     server = LocalMilvus()
     was_running = server._running_pid() is not None
     t0 = time.monotonic()
@@ -900,18 +901,22 @@ def cli_start() -> None:
     verb = "already running" if was_running else f"started in {time.monotonic() - t0:.1f} s"
     print(f"Milvus {VERSION} {verb} at {uri} (pid {st['pid']})")
     print(f"home: {server.home}")
+    return 0
 
 
-def cli_stop() -> None:
+def cli_stop() -> int:
+    """``isorag milvus stop``: returns 0 (stopped or was not running; an error is raised)."""
     server = LocalMilvus()
     pid = server._running_pid()
     if server.stop():
         print(f"Milvus (pid {pid}) stopped; home: {server.home}")
     else:
         print(f"Milvus is not running; home: {server.home}")
+    return 0
 
 
-def cli_status() -> None:
+def cli_status() -> int:
+    """``isorag milvus status``: returns 0 if running and answering, else 1 (as ``isorag neo4j status``)."""
     st = LocalMilvus().status()
     if st["running"]:
         rss = st.get("rss_bytes")
@@ -930,9 +935,10 @@ def cli_status() -> None:
     else:
         print(f"Milvus is not running (would listen at {st['uri']})")
     print(f"home: {st['home']}")
+    return 0 if st["running"] and st["ok"] else 1
 
 
-def cli_set_password(wait: float = 120) -> None:
+def cli_set_password(wait: float = 120) -> int:
     """``isorag milvus set-password``: make ``$MILVUS_ROOT_PASSWORD`` root's password on ``$MILVUS_URI``.
 
     For a Milvus that isorag does not start (docker/compose.yml runs it once, before the engine): changes
@@ -959,6 +965,7 @@ def cli_set_password(wait: float = 120) -> None:
             time.sleep(2)
     verb = "set" if changed else "was already set"
     print(f"root's password on {mask_uri(uri)} {verb}; clients use MILVUS_TOKEN=root:<that password>")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -968,11 +975,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m engine.servers.milvus start|stop|status|set-password", file=sys.stderr)
         return 2
     try:
-        commands[args[0]]()
+        return commands[args[0]]()
     except (ConfigError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

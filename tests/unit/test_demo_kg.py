@@ -1,19 +1,14 @@
-"""The MetaQA qtype mapping (benchmarks/metaqa_qtypes.py) and the bundled demo KG (engine/data/demo)."""
+"""The MetaQA qtype mapping (engine/datasets/metaqa.py) and the bundled demo KG (engine/data/demo)."""
 
 from __future__ import annotations
 
 import collections
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from metaqa_qtypes import (  # noqa: E402
+from engine.datasets.metaqa import (
     answer_node,
     answer_type,
     follow_path,
@@ -23,7 +18,8 @@ from metaqa_qtypes import (  # noqa: E402
     relation_path,
 )
 
-from loaders import open_source  # noqa: E402
+from helpers import ROOT
+from loaders import open_source
 
 DEMO = ROOT / "engine" / "data" / "demo"
 METAQA = ROOT.parent / "shared" / "data" / "metaqa"

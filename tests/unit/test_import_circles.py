@@ -110,6 +110,7 @@ def test_no_import_circle(package: str) -> None:
 LAYERS: list[tuple[str, ...]] = [
     ("engine._errors", "engine._secrets", "engine._protocols"),  # the error tree, secret masking, the stages' seams
     ("engine._config", "engine.llm.config", "engine._cypher"),  # settings, statements from cypher/
+    ("engine.datasets",),  # question files of the datasets (MetaQA, PathQuestion, JSON Lines): plain text
     ("engine.servers",),  # the local Neo4j and Milvus
     ("engine.stores",),  # the graph and vector stores
     ("engine.embeddings", "loaders"),  # text -> vectors; source files -> records and bulk loads

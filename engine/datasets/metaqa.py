@@ -23,7 +23,7 @@ from the set reached at every step.  Its answers equal MetaQA's gold answers for
 the topic in intermediate sets gives 37% exact on 3-hop, excluding every revisited node (simple paths, i.e.
 injective matching of the gold pattern) 57%.
 
-Standalone: imports nothing from the project (the benchmarks import it as ``metaqa_qtypes``).
+Imports nothing of the engine: ``isorag eval`` reads MetaQA files with it, and so do the benchmarks.
 """
 
 from __future__ import annotations
