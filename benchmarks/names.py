@@ -109,7 +109,8 @@ def perturb(name: str, kind: str, rng: random.Random) -> str | None:
 # ------------------------------------------------------------------------------------------------- questions
 def metaqa_questions(limit: int | None, data: Path) -> list[dict[str, Any]]:
     from metaqa import read_questions
-    from metaqa_qtypes import gold_pattern
+
+    from engine.datasets.metaqa import gold_pattern
 
     out = []
     for hop in (1, 2, 3):
@@ -341,14 +342,29 @@ def read_kb(path: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def baseline_p50(base: str, args: argparse.Namespace) -> dict[str, float]:
-    """The exact names' gold retrieval run by the engine of another checkout, in a child process."""
+def baseline_p50(base: str, args: argparse.Namespace, qs: list[dict[str, Any]], kb: Path) -> dict[str, float]:
+    """The exact names' gold retrieval run by the engine of another checkout, in a child process (given the
+    questions in a file: it imports nothing of this checkout's engine)."""
     env = {**os.environ, "PYTHONPATH": base}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--baseline-only", base, "--kg", args.kg, "--data", args.data,
-           "--seed", str(args.seed)] + (["--limit", str(args.limit)] if args.limit else []) \
-        + (["--smoke"] if args.smoke else [])
+    path = Path(tempfile.mkdtemp(prefix="isorag-names-")) / "questions.json"
+    path.write_text(json.dumps({"questions": qs, "kb": str(kb)}), encoding="utf-8")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--baseline-only", base, "--questions", str(path),
+           "--kg", args.kg, "--k", str(args.k)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=str(ROOT))
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_baseline(args: argparse.Namespace) -> None:
+    import engine
+
+    data = json.loads(Path(args.questions).read_text(encoding="utf-8"))
+    qs = data["questions"]
+    eng = engine_for(args.kg, Path(data["kb"]), args.k)
+    eng.retrieve(with_topic(qs[0]["pattern"], qs[0]["topic"], qs[0]["topic"]), k=args.k)  # warm-up
+    _, times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
+    print(json.dumps({**{s: _round(percentile(v, 50), 2) for s, v in times.items()},
+                      "engine": str(Path(engine.__file__).resolve().parent.parent)}))
+    eng.close()
 
 
 def main() -> None:
@@ -360,12 +376,15 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--baseline", default=None, help="a checkout whose engine runs the exact names' p50 too")
     ap.add_argument("--baseline-only", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--questions", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--claims", type=int, default=300, help="claims made (three per 1-hop question)")
     ap.add_argument("--aliases", type=int, default=100, help="films of the alias KG")
     ap.add_argument("--smoke", action="store_true", help="the demo KG, a few questions a hop (under a minute)")
     args = ap.parse_args()
     if args.baseline_only:  # the other checkout's engine, not this one's (_common put this checkout first)
         sys.path.insert(0, str(Path(args.baseline_only).resolve()))
+        run_baseline(args)
+        return
     if args.smoke:
         args.limit = args.limit or 4
         args.claims, args.aliases = min(args.claims, 12), min(args.aliases, 8)
@@ -384,14 +403,6 @@ def main() -> None:
         kb_lines = read_kb(kb)
     eng = engine_for(kg, kb, args.k)
     eng.retrieve(with_topic(qs[0]["pattern"], qs[0]["topic"], qs[0]["topic"]), k=args.k)  # warm-up
-    if args.baseline_only:
-        import engine
-
-        _, times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
-        print(json.dumps({**{s: _round(percentile(v, 50), 2) for s, v in times.items()},
-                          "engine": str(Path(engine.__file__).resolve().parent.parent)}))
-        eng.close()
-        return
     load0 = os.getloadavg()
     rng = random.Random(args.seed)
     variants = {kind: [perturb(q["topic"], kind, rng) for q in qs] for kind in KINDS}
@@ -402,10 +413,10 @@ def main() -> None:
     train, test_idx = [qs[i] for i in sorted(order[:cut])], sorted(order[cut:])
     train_generator(eng, train, args.seed)
     # the exact names' p50 of another checkout's engine, run just before and just after this one's
-    base_runs = [baseline_p50(args.baseline, args)] if args.baseline else []
+    base_runs = [baseline_p50(args.baseline, args, qs, kb)] if args.baseline else []
     exact_gold, exact_times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
     if args.baseline:
-        base_runs.append(baseline_p50(args.baseline, args))
+        base_runs.append(baseline_p50(args.baseline, args, qs, kb))
     test = [qs[i] for i in test_idx]
     exact_learned, learned_times = learned_pass(eng, test, [q["topic"] for q in test], args.k)
     kinds: dict[str, Any] = {"exact": {"gold": by_hop(qs, exact_gold), "learned": by_hop(test, exact_learned),
