@@ -412,9 +412,14 @@ class ChangeApplier:
         # entity settings
         set_rows: dict[int, dict[str, Any]] = {}
         type_rows: list[dict[str, Any]] = []
+        alias_rows: list[dict[str, Any]] = []
         for op in batch:
             if isinstance(op, SetEntity):
                 e = eid[op.key]
+                if op.aliases is not None or op.remove_aliases is not None:
+                    alias_rows.append({"eid": e, "aliases": list(op.aliases or ()),
+                                       "replace": op.aliases is not None and not op.add_aliases,
+                                       "remove": list(op.remove_aliases or ())})
                 if op.name is not None or op.description is not None:
                     dn = default_name(op.key)
                     row = set_rows.setdefault(e, {"eid": e, "key": op.key, "name": None, "name_key": None,
@@ -424,11 +429,12 @@ class ChangeApplier:
                         row["name"], row["name_key"] = op.name, name_key(op.name)
                     if op.description is not None:
                         row["set_desc"], row["description"] = True, op.description or None
-                if op.types is not None:
-                    if e not in set_rows:  # the entity is MERGEd before its types are set
+                if op.types is not None or (op.aliases is not None or op.remove_aliases is not None):
+                    if e not in set_rows:  # the entity is MERGEd before its types and aliases are set
                         dn = default_name(op.key)
                         set_rows[e] = {"eid": e, "key": op.key, "name": None, "name_key": None, "set_desc": False,
                                        "description": None, "default_name": dn, "default_name_key": name_key(dn)}
+                if op.types is not None:
                     type_rows.append({"eid": e, "replace": not op.add_types,
                                       "types": [{"tid": type_id(kg, t), "name": t} for t in op.types]})
                 report.entities_set += 1
@@ -438,6 +444,12 @@ class ChangeApplier:
             def read_sets(rows: list[dict[str, Any]]) -> None:
                 stale_entities.update(r["eid"] for r in rows if r["changed"])
             readers.append(read_sets)
+        if alias_rows:
+            stmts.append((cypher("changes_set_aliases"), {"rows": alias_rows}))
+
+            def read_aliases(rows: list[dict[str, Any]]) -> None:
+                stale_entities.update(r["eid"] for r in rows if r["changed"])  # their alias vectors follow
+            readers.append(read_aliases)
         if type_rows:
             stmts.append((cypher("changes_set_types"), {"rows": type_rows, "kg": kg}))
 
@@ -638,8 +650,8 @@ def sync_vectors(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder
     upserted = deleted = 0
     for start in range(0, len(eids), 8_192):
         chunk = eids[start:start + 8_192]
-        texts = {r["eid"]: entity_text(r["name"], r["description"])
-                 for r in graph.read_named("changes_texts", eids=chunk, kg=kg)}
+        rows = graph.read_named("changes_texts", eids=chunk, kg=kg)
+        texts = {r["eid"]: entity_text(r["name"], r["description"]) for r in rows}
         gone = [e for e in chunk if e not in texts]
         if gone:
             vectors.delete("entities", gone)
@@ -648,6 +660,9 @@ def sync_vectors(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder
             ids = list(texts)
             vectors.upsert("entities", ids, embedder.encode([texts[i] for i in ids], batch_size=embed_batch_size))
             upserted += len(ids)
+        up, down = sync_alias_vectors(vectors, embedder, kg, chunk, {r["eid"]: list(r["aliases"]) for r in rows},
+                                      embed_batch_size=embed_batch_size)
+        upserted, deleted = upserted + up, deleted + down
     if rids or tids:
         names: dict[str, dict[int, str]] = {"relations": {}, "types": {}}
         for r in graph.read_named("changes_catalog_names", rids=rids, tids=tids, kg=kg):
@@ -669,6 +684,26 @@ def sync_vectors(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder
     return upserted, deleted
 
 
+def sync_alias_vectors(vectors: VectorStore, embedder: TextEmbedder, kg: str, eids: Sequence[int],
+                       aliases: dict[int, list[str]], *, embed_batch_size: int = 64) -> tuple[int, int]:
+    """Make the alias vectors of these entities those of their aliases now (``aliases``: eid -> its aliases; an
+    entity not in it has none): the rows of aliases they lost deleted, those of new ones embedded. Returns
+    (upserted, deleted)."""
+    from engine.stores.graph import alias_id
+    from engine.stores.vectors import ALIASES
+
+    want = {alias_id(kg, e, a): (e, a) for e in eids for a in aliases.get(e, ())}
+    have = vectors.alias_rows(eids)
+    gone = [i for i in have if i not in want]
+    if gone:
+        vectors.delete(ALIASES, gone)
+    todo = [i for i in want if i not in have]
+    if todo:
+        vectors.upsert(ALIASES, todo, embedder.encode([want[i][1] for i in todo], batch_size=embed_batch_size),
+                       names=[want[i][1] for i in todo], owners=[want[i][0] for i in todo])
+    return len(todo), len(gone)
+
+
 def apply_changes(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbedder | None,
                   ops: Iterable[Op], *, strict: bool = False, progress: bool = True,
                   batch_size: int = BATCH_SIZE, source: str = "") -> ApplyReport:
@@ -681,4 +716,5 @@ def apply_changes(graph: GraphStore, vectors: VectorStore | None, embedder: Text
         ops, strict=strict, source=source)
 
 
-__all__ = ["ApplyReport", "ChangeApplier", "apply_changes", "entity_text", "kg_aliases", "sync_vectors", "BATCH_SIZE"]
+__all__ = ["ApplyReport", "ChangeApplier", "apply_changes", "entity_text", "kg_aliases", "sync_alias_vectors",
+           "sync_vectors", "BATCH_SIZE"]

@@ -1,7 +1,8 @@
 """Compare a KG's two stores in full, and repair what differs.
 
-Neo4j is the store of record; Milvus must hold exactly one vector per entity, relation and type of the KG, embedded
-from its current text. :func:`check_stores` compares
+Neo4j is the store of record; Milvus must hold exactly one vector per entity, relation, type and alias of the KG,
+embedded from its current text (an alias's id is made of its entity and its text, so a present alias id is
+up to date). :func:`check_stores` compares
 
 * counts per kind (and rows stored twice under one id),
 * ids: every id of Neo4j against every id of Milvus (read in pages, kept as int64 arrays: 8 bytes an id),
@@ -26,7 +27,7 @@ import numpy as np
 
 from engine._cypher import cypher
 
-from .apply import ApplyReport, ChangeApplier, entity_text, sync_vectors, unused_types
+from .apply import ApplyReport, ChangeApplier, entity_text, sync_alias_vectors, sync_vectors, unused_types
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -71,7 +72,8 @@ class CheckReport:
         return {**asdict(self), "ok": self.ok}
 
     def lines(self) -> list[str]:
-        kinds = ("entities", "relations", "types")
+        kinds = ("entities", "relations", "types") + (
+            ("aliases",) if self.neo4j.get("aliases") or self.milvus.get("aliases") else ())
         out = [f"KG {self.kg!r}: the stores " + ("agree" if self.ok else "differ")
                + f" (checked in {self.wall_s:.1f} s; texts of "
                + ", ".join(f"{self.texts_checked.get(k, 0):,} {k}" for k in kinds)
@@ -103,7 +105,16 @@ def _neo4j_ids(graph: GraphStore) -> dict[str, np.ndarray]:
     cat = graph.read_named("check_catalog", kg=graph.kg)
     rels = np.asarray(sorted(r["id"] for r in cat if r["kind"] == "relations"), dtype=np.int64)
     types = np.asarray(sorted(r["id"] for r in cat if r["kind"] == "types"), dtype=np.int64)
-    return {"entities": np.sort(ents), "relations": rels, "types": types}
+    aliases = np.asarray(sorted(_alias_owners(graph)), dtype=np.int64)
+    return {"entities": np.sort(ents), "relations": rels, "types": types, "aliases": aliases}
+
+
+def _alias_owners(graph: GraphStore) -> dict[int, int]:
+    """aid -> eid of every alias of the KG (what the aliases collection must hold)."""
+    from engine.stores.graph import alias_id
+
+    return {alias_id(graph.kg, r["eid"], a): r["eid"] for r in graph.read_named("check_aliases", kg=graph.kg)
+            for a in r["aliases"]}
 
 
 def _milvus_ids(vectors: VectorStore, kind: str, rows: int) -> np.ndarray:
@@ -184,6 +195,9 @@ def _check(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, r
             sample = present if deep else np.intersect1d(present, np.asarray(sorted(queued[kind]), np.int64))
             stale = _stale_entities(graph, vectors, embedder, sample, progress) if len(sample) else []
             rep.texts_checked[kind] = len(sample)
+        elif kind == "aliases":
+            stale = []  # an alias's id is made of its text
+            rep.texts_checked[kind] = len(present)
         else:
             names = {r["id"]: r["name"] for r in graph.read_named("check_catalog", kg=graph.kg) if r["kind"] == kind}
             stored = vectors.get_names(kind, present.tolist()) if len(present) else {}
@@ -211,6 +225,14 @@ def _check(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, r
                               fix["relations"] | set(queued["relations"]), fix["types"] | set(queued["types"]))
         rep.upserted += up
         rep.deleted += de
+        if fix["aliases"]:  # the entities of missing alias vectors: theirs embedded again
+            owners = _alias_owners(graph)
+            eids = sorted({owners[a] for a in fix["aliases"] if a in owners})
+            held = graph.read_named("changes_texts", eids=eids, kg=graph.kg)
+            up, de = sync_alias_vectors(vectors, embedder, graph.kg, eids,
+                                        {r["eid"]: list(r["aliases"]) for r in held})
+            rep.upserted += up
+            rep.deleted += de
         if rep.queued:
             ChangeApplier(graph, None, None, progress=False).catch_up_vectors(ApplyReport())
         vectors.ensure_ready()

@@ -264,7 +264,8 @@ class Syncer:
                 else:
                     key = aliases.get(rec.key, rec.key)
                     ke = entity_id(kg, key)
-                    add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line))
+                    add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line,
+                                             tuple(rec.aliases)))
                 if n % 10_000 == 0:
                     bar.update(10_000)
             bar.update(n % 10_000)
@@ -286,6 +287,7 @@ class Syncer:
         keys: dict[int, str] = {}
         in_triples: set[int] = set()
         info: dict[int, tuple[str | None, list[str], int]] = {}
+        names_also: dict[int, list[str]] = {}  # the entity records' aliases, united in order
         for item in spill.read(p):
             kind = item[0]
             if kind == "T":
@@ -297,7 +299,9 @@ class Syncer:
                 keys[item[1]] = item[2]
                 in_triples.add(item[1])
             else:
-                _, ke, key, name, types, line = item
+                _, ke, key, name, types, line = item[:6]
+                also = names_also.setdefault(ke, [])
+                also.extend(a for a in (item[6] if len(item) > 6 else ()) if a not in also)
                 keys[ke] = key
                 old_name, old_types, first = info.get(ke, (None, [], line))
                 for ty in types:
@@ -326,8 +330,12 @@ class Syncer:
             # (an entity of entity records only, not in the KG yet: its name is set, which creates it)
             set_name = want_name if want_name != have_name or (have is None and ke not in in_triples) else None
             set_types = tuple(types) if types != have_types else None
-            if set_name is not None or set_types is not None:
-                out["set"].add(0, ("set", key, set_name, set_types, line))
+            # the file's aliases replace the entity's (its name is never one of them)
+            want_aliases = [a for a in names_also.get(ke, []) if a != want_name]
+            have_aliases = list(have[5] or []) if have is not None and len(have) > 5 else []
+            set_aliases = tuple(want_aliases) if want_aliases != have_aliases else None
+            if set_name is not None or set_types is not None or set_aliases is not None:
+                out["set"].add(0, ("set", key, set_name, set_types, line, set_aliases))
                 report.entities_set += 1
         for ke, e in stored.items():
             if ke not in keys and not e[4]:
@@ -415,7 +423,9 @@ def _ops(out: dict[str, _Spill], path: str) -> Iterator[Op]:
             elif kind == "add":
                 yield AddTriple(item[1], item[2], item[3], line=item[4], path=path)
             elif kind == "set":
-                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path)
+                aliases = item[5] if len(item) > 5 else None
+                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path,
+                                aliases=None if aliases is None else tuple(aliases))
             else:
                 yield RemoveEntity(item[1])
 

@@ -227,4 +227,4 @@ class Collections:
 
     def existing_kinds(self) -> list[str]:
         """The kinds whose collection exists (checked against this store's dim and model); creates nothing."""
-        return [kind for kind in KINDS if self._col(kind) is not None]
+        return [kind for kind in ALL_KINDS if self._col(kind) is not None]

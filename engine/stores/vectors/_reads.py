@@ -102,6 +102,18 @@ class Reads(Indexing):
                 pos += k
         return out
 
+    def alias_rows(self, eids: Sequence[int]) -> dict[int, int]:
+        """aid -> eid of the alias rows of these entities (none where the KG has no aliases collection)."""
+        wanted = sorted({int(e) for e in eids})
+        out: dict[int, int] = {}
+        if not wanted or self._col(ALIASES) is None:
+            return out
+        for start in range(0, len(wanted), QUERY_BATCH):
+            chunk = wanted[start: start + QUERY_BATCH]
+            for r in self._query(ALIASES, f"{OWNER_FIELD} in {chunk}", [PK_FIELD[ALIASES], OWNER_FIELD], "Strong"):
+                out[int(r[PK_FIELD[ALIASES]])] = int(r[OWNER_FIELD])
+        return out
+
     def search_aliases(self, vectors: np.ndarray, limit: int) -> list[list[tuple[int, str, float]]]:
         """For each query vector, the ``limit`` nearest aliases as ``(eid of their entity, alias, distance)``,
         nearest first; nothing where the KG has no aliases collection."""
