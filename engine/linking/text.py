@@ -330,10 +330,14 @@ class LinkModel:
     def features(self, cands: Sequence[Candidate], text: str) -> np.ndarray:
         x = np.zeros((len(cands), len(FEATURES)), dtype=np.float64)
         nested, nests = _nesting(cands)
+        # a text written all in lower case says nothing by its capitals: a candidate counts as capitalized when
+        # the name it matched is
+        lowered = not any(ch.isupper() for ch in text)
         for i, c in enumerate(cands):
             words = len(c.mention.split())
+            capital = c.mention[:1].isupper() or (lowered and (c.matched or c.name)[:1].isupper())
             x[i] = (1.0, min(words, MAX_SPAN) / 5.0,
-                    math.log1p(len(c.mention)) / 3.0, float(c.mention[:1].isupper()),
+                    math.log1p(len(c.mention)) / 3.0, float(capital),
                     self.template_rate.get(" ".join(w.lower().rstrip(_TRAIL) for w in _WORD.findall(c.mention)), 0.0),
                     float(nested[i]), float(nests[i]), math.log1p(len(c.eids)), float(c.start == 0))
         return x
