@@ -231,7 +231,8 @@ def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 25
         queries: list[str] = []
         owner: list[int] = []
         for j, t in enumerate(part):
-            for q in _chunks(t):
+            # the words the spans cover (a long text is linked by its start, as its spans are)
+            for q in _chunks(t[: max((b for _, b, _ in per_text[j]), default=0)]):
                 queries.append(q)
                 owner.append(j)
         by_query, by_name, names = lookup_names(graph, queries, wanted, (), limit=LINK_FULLTEXT_LIMIT)
