@@ -136,7 +136,7 @@ def how_matched(text: str, matched: str, spelling: float, embedding: float | Non
 class NameMatch:
     """How a written name reached an entity: its display ``name``, the name or alias that ``matched`` (``alias``:
     it is one of the entity's aliases), ``how`` (:data:`HOW`), the node ``distance`` (:func:`node_distance`) and
-    its two parts."""
+    its two parts (``None``: not measured; the spelling of an entity the spelling search did not find)."""
 
     eid: int
     name: str
@@ -144,12 +144,13 @@ class NameMatch:
     alias: bool
     how: str
     distance: float
-    spelling: float
+    spelling: float | None
     embedding: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"eid": self.eid, "name": self.name, "matched": self.matched, "alias": self.alias, "how": self.how,
-                "distance": round(self.distance, 4), "spelling": round(self.spelling, 4),
+                "distance": round(self.distance, 4),
+                "spelling": None if self.spelling is None else round(self.spelling, 4),
                 "embedding": None if self.embedding is None else round(self.embedding, 4)}
 
 

@@ -1,19 +1,23 @@
 """Candidates of written names: the union of the nearest by meaning (the vector search the caller ran) and the
 nearest by spelling (a Neo4j full-text index over names and aliases, queried with fuzzy words), each with its node
-distance (:func:`engine.linking.names.node_distance`), read in one statement (``cypher/names_lookup.cypher``).
+distance (:func:`engine.linking.names.node_distance`), read without waiting (``cypher/names_lookup.cypher``).
 
 The candidates of a text ``v`` with ``k`` wanted:
 
 * ``V``: the ``k`` entities nearest by embedding (over names, and over aliases where the KG has any), as the
   caller's vector search found them; ``D`` the largest of their distances (infinite when fewer than ``k`` came
   back: the KG has no more);
-* ``S``: the entities the full-text index finds for ``v`` (at most :data:`FULLTEXT_LIMIT`), and those whose name is
-  ``v`` exactly, at most ``k`` of them by spelling distance, kept where ``SPELLING_SCALE * spelling <= D``.
+* ``S``: the entities the spelling search finds for ``v``: those the full-text index returns (a word within one
+  edit of a word of ``v``; at most :data:`FULLTEXT_LIMIT`, by the index's ranking) and those whose name is ``v``
+  exactly. Their spelling distance is measured over their name and aliases; at most ``k`` of those not in ``V``
+  are kept, nearest by spelling, where ``SPELLING_SCALE * spelling <= D``.
 
-Every candidate's distance is ``min(embedding, SPELLING_SCALE * spelling)``, its spelling distance measured over
-its name and aliases. For one of ``S`` that is not in ``V`` the embedding distance is at least ``D`` (it was not
-among the ``k`` nearest), so the spelling term is the minimum: no vector needs fetching. Thus ``S`` adds exactly
-the entities whose node distance is under ``D`` by spelling, and nothing that ranks after all of ``V``.
+A candidate's distance is ``min(embedding, SPELLING_SCALE * spelling)`` where the spelling search found it, and its
+embedding distance where it did not (an entity that shares no word, within one edit, with the text: the spelling
+term of such names, doubled, is above their embedding distance anyway, measured in :mod:`engine.linking.names`).
+For one of ``S`` that is not in ``V`` the embedding distance is at least ``D`` (it was not among the ``k``
+nearest), so the spelling term is the minimum: no vector needs fetching. The spelling search needs no vector
+either, so it runs in Neo4j while the text is embedded and searched in Milvus.
 """
 
 from __future__ import annotations
@@ -52,14 +56,14 @@ class EntityNames:
         return [self.name or self.key, *self.aliases]
 
 
-def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[str], eids: Sequence[int], *,
+def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[str], *,
                  limit: int = FULLTEXT_LIMIT) -> tuple[list[list[int]], list[list[int]], dict[int, EntityNames]]:
     """One read: the entities the full-text index finds for each text of ``fulltext`` (its words with fuzzy
-    edits), the entities named exactly as each text of ``exact``, and the names and aliases of those and of
-    ``eids``. Returns (per fulltext text the eids found, per exact name the eids, eid -> :class:`EntityNames`).
+    edits), the entities named exactly as each text of ``exact``, and the names and aliases of those. Returns (per
+    fulltext text the eids found, per exact name the eids, eid -> :class:`EntityNames`).
 
     A KG whose schema predates the full-text index (the next load, or any write, creates it) is read without it:
-    exact names and ``eids`` only."""
+    exact names only."""
     queries = []
     for i, t in enumerate(fulltext):
         q = fulltext_query(t, graph.kg)
@@ -67,7 +71,7 @@ def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[s
             queries.append({"id": i, "text": q})
     n = len(fulltext)
     rows_exact = [{"id": n + i, "name": t, "name_key": name_key(t)} for i, t in enumerate(exact)]
-    params = {"exact": rows_exact, "eids": list(eids), "kg": graph.kg, "limit": int(limit)}
+    params = {"exact": rows_exact, "kg": graph.kg, "limit": int(limit)}
     try:
         rows = graph.read_named("names_lookup", queries=queries, **params)
     except StoreError as e:
@@ -82,8 +86,6 @@ def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[s
         if eid not in names:
             names[eid] = EntityNames(eid, r["name"] or "", r["key"] or "", tuple(r["aliases"] or ()))
         i = int(r["id"])
-        if i < 0:
-            continue
         got = by_text[i] if i < n else by_name[i - n]
         if eid not in got:
             got.append(eid)
@@ -111,33 +113,30 @@ def best_matches(text: str, ents: Sequence[EntityNames]) -> list[tuple[float, st
 def name_candidates(texts: Sequence[str], vector_hits: Sequence[Mapping[int, float]], k: int,
                     found: Sequence[Sequence[int]], names: Mapping[int, EntityNames]) -> list[dict[int, NameMatch]]:
     """For each text: eid -> :class:`NameMatch` of its candidates (module docstring). ``vector_hits[i]``: the
-    ``k`` nearest by embedding of ``texts[i]`` (eid -> distance); ``found[i]``: the eids found for it by spelling,
-    ``names``: theirs and the vector hits' (:func:`lookup_names`)."""
+    ``k`` nearest by embedding of ``texts[i]`` (eid -> distance); ``found[i]``: the eids the spelling search found
+    for it, whose names and aliases ``names`` holds (:func:`lookup_names`; it may hold other entities' names too,
+    which are shown, not measured)."""
     out: list[dict[int, NameMatch]] = []
     for text, vec, by_spelling in zip(texts, vector_hits, found):
         bound = max(vec.values()) if len(vec) >= k and vec else math.inf
-        eids = list(vec) + [e for e in dict.fromkeys(by_spelling) if e not in vec]
-        ents = [names.get(e) or EntityNames(e, str(e), "") for e in eids]
-        best = best_matches(text, ents)
-        at = {e: j for j, e in enumerate(eids)}
-        spelled: list[tuple[float, int]] = []
+        spelt = [e for e in dict.fromkeys(by_spelling) if e in names]
+        best = dict(zip(spelt, best_matches(text, [names[e] for e in spelt])))
         cands: dict[int, NameMatch] = {}
-        for e, ent, (sp, matched, alias) in zip(eids, ents, best):
-            emb = vec.get(e)
-            if emb is None:
-                if SPELLING_SCALE * sp <= bound:
-                    spelled.append((sp, e))
-                continue
-            dist = min(float(emb), SPELLING_SCALE * sp)
-            cands[e] = NameMatch(e, ent.name or ent.key, matched, alias, how_matched(text, matched, sp, emb), dist,
-                                 sp, float(emb))
-        spelled.sort()
-        for sp, e in spelled[:k]:
-            ent = names.get(e) or EntityNames(e, str(e), "")
-            _, matched, alias = best[at[e]]
+        for e, emb in vec.items():  # by meaning; by spelling too where the search found it
+            ent = names.get(e)
+            shown = (ent.name or ent.key) if ent is not None else ""
+            if e in best:
+                sp, matched, alias = best[e]
+                cands[e] = NameMatch(e, shown, matched, alias, how_matched(text, matched, sp, emb),
+                                     min(float(emb), SPELLING_SCALE * sp), sp, float(emb))
+            else:
+                cands[e] = NameMatch(e, shown, shown, False, "exact" if shown == text else "meaning", float(emb),
+                                     None, float(emb))
+        spelled = sorted((best[e][0], e) for e in spelt if e not in vec and SPELLING_SCALE * best[e][0] <= bound)
+        for sp, e in spelled[:k]:  # by spelling alone: farther by meaning than every one above
+            ent = names[e]
+            _, matched, alias = best[e]
             cands[e] = NameMatch(e, ent.name or ent.key, matched, alias, how_matched(text, matched, sp, None),
                                  SPELLING_SCALE * sp, sp, None)
         out.append(cands)
     return out
-
-

@@ -235,7 +235,7 @@ def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 25
             for q in _chunks(t[: max((b for _, b, _ in per_text[j]), default=0)]):
                 queries.append(q)
                 owner.append(j)
-        by_query, by_name, names = lookup_names(graph, queries, wanted, (), limit=LINK_FULLTEXT_LIMIT)
+        by_query, by_name, names = lookup_names(graph, queries, wanted, limit=LINK_FULLTEXT_LIMIT)
         exact = {s: hits for s, hits in zip(wanted, by_name) if hits}
         found: list[list[int]] = [[] for _ in part]
         for j, hits in zip(owner, by_query):

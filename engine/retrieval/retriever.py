@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import MatchSettings
@@ -148,7 +149,7 @@ class Retriever:
                             typed[n.id] = n.type_hint
         type_texts = sorted(set(typed.values()))
         # the search by spelling needs no vector: it runs in Neo4j while the texts are embedded and searched in Milvus
-        spelled = self._reader().submit(lookup_names, self.graph, node_texts, node_texts, ()) if node_texts else None
+        spelled = self._reader().submit(lookup_names, self.graph, node_texts, node_texts) if node_texts else None
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
         vecs = self.encode(texts)
@@ -240,16 +241,9 @@ class Retriever:
                          spelled: Any = None) -> dict[str, dict[int, NameMatch]]:
         """text -> its candidates by meaning and by spelling (:mod:`engine.linking.search`). ``spelled``: the
         search by spelling already under way (a future of :func:`~engine.linking.search.lookup_names` over
-        ``texts``); then only the names of the vector hits it did not return are read, else everything in one
-        read."""
-        wanted = sorted({e for h in vec_hits for e in h})
-        if spelled is None:
-            by_text, by_name, names = lookup_names(self.graph, texts, texts, wanted)
-        else:
-            by_text, by_name, names = spelled.result()
-            missing = [e for e in wanted if e not in names]
-            if missing:
-                names = {**names, **lookup_names(self.graph, (), (), missing)[2]}
+        ``texts``), else it is read now."""
+        by_text, by_name, names = (spelled.result() if spelled is not None
+                                   else lookup_names(self.graph, texts, texts))
         found = [a + [e for e in b if e not in a] for a, b in zip(by_text, by_name)]
         return dict(zip(texts, name_candidates(texts, vec_hits, k, found, names)))
 
@@ -315,8 +309,11 @@ class Retriever:
             if text in matched or not how:
                 continue
             bound = subgraphs[0].mapping.get(n.id) if subgraphs else None
-            nearest_match = min(how.values(), key=lambda m: (m.distance, m.eid))
-            matched[text] = how.get(bound.eid, nearest_match) if bound is not None else nearest_match
+            got = how.get(bound.eid) if bound is not None else None
+            got = got or min(how.values(), key=lambda x: (x.distance, x.eid))
+            if not got.name:  # found by meaning alone: its name read with the result's entities
+                got = replace(got, name=ent[got.eid].name, matched=ent[got.eid].name)
+            matched[text] = got
         for text, near in nearest.items():
             want = normalize_name(text)
             how = next((cands.names.get(n.id) or {} for n in pat.known_nodes if n.text == text), {})

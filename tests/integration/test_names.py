@@ -133,15 +133,18 @@ def test_every_candidate_distance_is_the_node_distance(names_kg: Any, embedder: 
         texts = [r["name"], *r["aliases"]]
         e = np.linalg.norm(embedder.encode(texts) - q[None, :], axis=1)
         euclid_all[r["eid"]] = (float(e.min()), min(spelling_distance(written, t) for t in texts))
-    vec_bound = max((v for v in node.values()), default=0.0)
     for eid, d in node.items():
         emb, sp = euclid_all[eid]
-        want = min(emb, SPELLING_SCALE * sp)
-        # a candidate found by spelling alone has its spelling term (its embedding is farther than the k-th)
-        assert d == pytest.approx(want, abs=2e-4) or (d == pytest.approx(SPELLING_SCALE * sp, abs=1e-9)
-                                                      and emb >= d - 2e-4), (written, eid, d, emb, sp)
-        assert cands.names[written][eid].distance == d
-    assert vec_bound >= 0.0
+        m = cands.names[written][eid]
+        assert m.distance == d
+        if m.spelling is None:  # not found by the spelling search: its embedding distance (its spelling is far)
+            assert d == pytest.approx(emb, abs=2e-4) and SPELLING_SCALE * sp >= emb - 2e-4, (written, eid, d, emb, sp)
+            continue
+        assert m.spelling == pytest.approx(sp, abs=1e-9)
+        if m.embedding is None:  # found by spelling alone: farther by meaning than the k nearest
+            assert d == pytest.approx(SPELLING_SCALE * sp, abs=1e-9) and emb >= d - 2e-4, (written, eid, d, emb, sp)
+        else:
+            assert d == pytest.approx(min(emb, SPELLING_SCALE * sp), abs=2e-4), (written, eid, d, emb, sp)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
