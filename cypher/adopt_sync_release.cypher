@@ -10,5 +10,5 @@ CALL (n) {
   DELETE r
 }
 REMOVE n:IsoragEntity, n.isorag_eid, n.isorag_kg, n.isorag_key, n.isorag_name, n.isorag_name_key, n.isorag_types,
-       n.isorag_adopted
+       n.isorag_adopted, n.isorag_description, n.isorag_own
 RETURN count(*) AS released

@@ -3,5 +3,5 @@
 MATCH (n:IsoragEntity {isorag_kg: $kg})
 WHERE n.isorag_adopted AND n{{label}} AND toStringOrNull(n[$key]) = n.isorag_key
 WITH n, coalesce(toStringOrNull(n[$name]), toStringOrNull(n[$key])) AS name
-WHERE name <> n.isorag_name
+WHERE n.isorag_name IS NULL OR name <> n.isorag_name
 RETURN n.isorag_key AS key, name

@@ -1,6 +1,7 @@
-// Merge entity a into entity b (rows {src, dst, key}): b takes a's relationships (isorag's own: those with
-// isorag_name; a self-loop of a becomes one of b), types and type links; a's key becomes an alias of b, and aliases
-// of a now point to b; then a is deleted. An adopted (user's) node is never merged (the caller refuses it).
+// Merge entity a into entity b (rows {src, dst}: resolved eids, engine.stores.aliases): b takes a's relationships
+// (isorag's own: those with isorag_name; a self-loop of a becomes one of b), types and type links; a's own key
+// becomes an alias of b (whatever key the operation named a by), and the aliases of a now point to b, so an alias
+// always resolves in one hop; then a is deleted. An adopted (user's) node is never merged (the caller refuses it).
 UNWIND $rows AS row
 MATCH (a:IsoragEntity {isorag_eid: row.src}), (b:IsoragEntity {isorag_eid: row.dst})
 CALL (a, b) {
@@ -30,7 +31,7 @@ CALL (a, b) {
   SET o.target = b.isorag_eid
 }
 MERGE (al:IsoragAlias {aid: row.src})
-SET al.kg = $kg, al.key = row.key, al.target = row.dst
+SET al.kg = $kg, al.key = a.isorag_key, al.target = row.dst
 WITH a, row
 DETACH DELETE a
 RETURN row.src AS src

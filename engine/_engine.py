@@ -116,6 +116,8 @@ class Engine:
                 emb = self.embedder
                 self._vectors = VectorStore(uri, token=self.config.milvus.token, kg=self.config.kg,
                                             model=emb.slug, dim=emb.dim)
+                # what another process wrote before the KG's version stamp moved is read once the stamp is seen
+                self.graph.watch.on_vector_writes(self._vectors.observe)
             return self._vectors
 
     def require_kg(self, *, vectors: bool = True) -> None:
@@ -165,9 +167,9 @@ class Engine:
 
             loader = BulkLoader(self.graph, self.vectors, self.embedder, batch_size=batch_size, progress=progress)
         summary = loader.load_file(path, fmt, strict=strict, echo=echo, **options)
-        self.graph.bump_version(f"load {path}")  # readers in any process rebuild what they cache of the KG
-        self._retriever = None  # relation catalog changed
-        self._features = None
+        # readers in any process rebuild what they cache of the KG, and read the vectors written until now
+        self.graph.bump_version(f"load {path}", self.vectors.last_write_ts)
+        self.invalidate()
         self._generator = None
         self._kg_found = False
         return summary
@@ -180,8 +182,8 @@ class Engine:
 
         summary = embed_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
                                  progress=progress, batch_size=batch_size, aliases=aliases)
-        self.graph.bump_version(f"adopt label {label}")
-        self._retriever = None
+        self.graph.bump_version(f"adopt label {label}", self.vectors.last_write_ts)
+        self.invalidate()
         self._kg_found = False
         return summary
 
@@ -234,18 +236,17 @@ class Engine:
         return report
 
     def invalidate(self) -> None:
-        """Forget what this engine caches of the KG (relation catalog, relation vectors, scorer features). Needed
-        only after a write through another object: reads check the KG's version and rebuild their caches
-        themselves when another process changed it."""
+        """Forget what this engine caches of the KG: every cache derived from it (the relation catalog, the
+        retriever's relation vectors and "has types", the scorer's entity and relation vectors) follows one
+        :class:`~engine.stores.version.VersionWatch`, which this starts anew. Needed only after a write through
+        another object: reads check the KG's version stamp and drop what a change made stale themselves, whichever
+        process changed the KG."""
         with self._lock:
             if self._graph is not None:
-                self._graph.invalidate()
-            if self._retriever is not None:
-                self._retriever.invalidate()
-            self._features = None
+                self._graph.watch.forget()
 
     def version(self) -> dict[str, Any]:
-        """The KG's version: ``seq`` (change sets and loads applied), ``at`` (when, ISO 8601 UTC)."""
+        """The KG's version: ``seq`` (change sets and loads applied), ``at`` (when, ISO 8601 UTC). One small read."""
         v = self.graph.version()
         return {"seq": v["seq"], "at": v["at"]}
 
@@ -318,13 +319,17 @@ class Engine:
             if holder is not None:
                 raise KGLockedError(self.kg, holder["info"], float(holder["expires_in_s"] or 0))
             raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
+        kg_id = self.graph.identity()
         with self.graph.lock("drop"):
             self.graph.drop()
             self.vectors.drop()
+        self.invalidate()
         self._vectors = None
         self._retriever = None
         self._features = None
+        self._generator = None
         self._kg_found = False
+        remove_kg_files(self.kg, kg_id)
 
     # -- retrieval -------------------------------------------------------------------------------------
     @property
@@ -334,7 +339,8 @@ class Engine:
                 from engine.retrieval.retriever import Retriever
 
                 self.require_kg()
-                self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match)
+                self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match,
+                                            watch=self.graph.watch)
             return self._retriever
 
     def retrieve(self, pattern: PatternLike, k: int | None = None, **match: Any) -> RetrievalResult:
@@ -367,7 +373,7 @@ class Engine:
                 emb = self.embedder
                 ckpt = load_checkpoint(self.config.scorer, kg=self.kg, embedding_slug=emb.slug, emb_dim=emb.dim,
                                        relation_types=sorted(self.graph.relation_types()),
-                                       device=resolve_device(self.config.device))
+                                       device=resolve_device(self.config.device), kg_id=self.graph.identity())
                 self._scorer = ScoringService(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
                                               features=self._scorer_features(), settings=self.config.scoring)
             return self._scorer
@@ -397,7 +403,7 @@ class Engine:
 
             self.require_kg()
             self._features = FeatureStore(self.vectors, self.graph, self.embedder.dim,
-                                          capacity=self.config.scoring.cache_entities)
+                                          capacity=self.config.scoring.cache_entities, watch=self.graph.watch)
         return self._features
 
     def link_entities(self, query: str) -> list[LinkedEntity]:
@@ -415,7 +421,7 @@ class Engine:
         from engine.scoring.train import train_scorer
 
         self.require_kg()
-        return train_scorer(self, qa, model=model, out=out, **kw)
+        return train_scorer(self, qa, model=model, out=out, kg_id=self.graph.ensure_identity(), **kw)
 
     def _need_scorer(self) -> ScoringService:
         from engine._errors import ConfigError
@@ -454,7 +460,7 @@ class Engine:
 
                 self.require_kg()
                 emb = self.embedder
-                ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug)
+                ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug, kg_id=self.graph.identity())
                 self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
                                                    encode=self.retriever.encode)
             return self._generator
@@ -490,7 +496,7 @@ class Engine:
                 records.extend(read_records(x, limit=limit))
         target = Path(out).expanduser() if out is not None else default_generator_path(self.kg)
         res = train_generator(self.graph, self.vectors, self.embedder, records, kg=self.kg, out=target,
-                              settings=settings, progress=progress)
+                              settings=settings, progress=progress, kg_id=self.graph.ensure_identity())
         with self._lock:
             self._generator = None  # the next use loads the new file
         return res
@@ -659,6 +665,37 @@ def default_generator_path(kg: str) -> Path:
     from engine._config import isorag_home
 
     return isorag_home() / "generators" / f"{kg}.pt"
+
+
+def kg_files(kg: str) -> list[Path]:
+    """The files a KG has under ``ISORAG_HOME`` (its default pattern generator), those that exist."""
+    gen = default_generator_path(kg)
+    return [p for p in (gen, gen.with_name(gen.name + ".tmp")) if p.is_file()]
+
+
+def remove_kg_files(kg: str, kg_id: str | None) -> list[Path]:
+    """Remove the files of KG ``kg`` (identity ``kg_id``) under ``ISORAG_HOME`` (:func:`kg_files`) that were made for
+    it: those that record its identity or none (made before identities). A file that records another identity
+    belongs to another KG of that name (another server's, sharing this ``ISORAG_HOME``) and stays. Returns the files
+    removed."""
+    removed = []
+    for path in kg_files(kg):
+        if kg_id is None or _recorded_kg_id(path) in (None, kg_id):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _recorded_kg_id(path: Path) -> str | None:
+    """The KG identity an isorag file (a torch-saved dict) records, None when it records none or cannot be read."""
+    try:
+        import torch
+
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - a file that cannot be read records nothing: it was made for this KG name
+        return None
+    got = data.get("kg_id") if isinstance(data, dict) else None
+    return got if isinstance(got, str) else None
 
 
 def _check_k(k: Any) -> None:

@@ -9,8 +9,10 @@ A parser turns a source file into a stream of :data:`Record` values:
   names people call it by: labels in other languages, ``skos:altLabel``, an alias column or list).
 
 An entity may be described by several EntityRecords (RDF gives one per ``rdfs:label`` / ``rdf:type``
-triple), and an entity may appear only as a key of triples.  Consumers merge: the first non-``None``
-name wins, types and aliases are united in order of appearance, and an entity without a name is named by its key.
+triple), and an entity may appear only as a key of triples.  Consumers merge: the last non-``None``
+name wins, types and aliases are united in order of appearance, and an entity without a name is named by its key's
+default name (an IRI's local name, else the key). An entity that an EntityRecord describes has something of its own:
+it stays in the KG when a change removes its last triple; one that only triples name leaves with its last triple.
 
 ``line`` is the 1-based physical line of the source file the record comes from (for a record that spans
 several lines, its first line; for Turtle, the line where the triple's object list ends).

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from engine._errors import ConfigError, InputError, MalformedInputError
+from engine.stores.aliases import has_aliases, resolve_keys
 from engine.stores.graph import GraphStore, alias_id, entity_id, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, TripleRecord
 
@@ -154,8 +155,9 @@ class _Failed:
 
 def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dict[str, Any], summary: LoadSummary,
                 bar: Any, embed_batch_size: int = 64) -> None:
-    """Embed what of a batch has no vector in Milvus yet (entities of ``info["eids"]`` and those ``renamed``,
-    named by ``info["names"]``; relation names ``info["rels"]``, type names ``info["types"]``) and write it."""
+    """Embed what of a batch has no vector in Milvus yet (entities of ``info["eids"]`` and those ``renamed``, from the
+    texts of ``info["names"]``: their name and description, :func:`engine.stores.texts.entity_text`; relation names
+    ``info["rels"]``, type names ``info["types"]``) and write it, each row with the digest of its text."""
     v = vectors
     # entities: those without a vector, plus those whose name a record just (re)set
     t0 = time.perf_counter()
@@ -169,10 +171,11 @@ def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dic
     if names:
         ids = list(names)
         t1 = time.perf_counter()
-        vecs = embedder.encode([names[i] for i in ids], batch_size=embed_batch_size)
+        texts = [names[i] for i in ids]
+        vecs = embedder.encode(texts, batch_size=embed_batch_size)
         summary.embed_s += time.perf_counter() - t1
         t2 = time.perf_counter()
-        v.upsert("entities", ids, vecs)
+        v.upsert("entities", ids, vecs, texts=texts)
         summary.vector_s += time.perf_counter() - t2
         summary.embedded_entities += len(ids)
     if bar is not None:
@@ -304,8 +307,10 @@ class BulkLoader:
         kg = self.kg
         written = self._written
         eid_of: dict[str, int] = {}  # key -> eid for this batch (a key recurs in many triples)
+        key_of: dict[str, str] = {}  # an alias key -> the key of the entity it resolves to
         if self._has_aliases:  # keys merged into another entity by a change set resolve to it
-            eid_of = self._aliased(batch)
+            key_of = self._aliased(batch)
+            eid_of = {k: entity_id(kg, t) for k, t in key_of.items()}
         ents: list[dict[str, Any]] = []
         records: dict[int, dict[str, Any]] = {}
         groups: dict[int, list[dict[str, Any]]] = {}  # head eid -> its triples of this batch
@@ -326,8 +331,10 @@ class BulkLoader:
                 rel_names.add(rec.relation)
                 groups.setdefault(h, []).append({"t": t, "type": rtype, "name": rec.relation})
             else:
-                eid = eid_of.get(rec.key) or entity_id(kg, rec.key)
-                row = records.setdefault(eid, {"eid": eid, "key": rec.key, "name": None, "types": [], "aliases": []})
+                key = key_of.get(rec.key, rec.key)
+                eid = entity_id(kg, key)
+                row = records.setdefault(eid, {"eid": eid, "key": key, "key_name": default_name(key), "name": None,
+                                               "types": [], "aliases": []})
                 if rec.name:
                     row["name"] = rec.name
                 for a in rec.aliases:
@@ -375,14 +382,11 @@ class BulkLoader:
                 merge.append({"h": h, "rels": rels})
         return info, (merge, create)
 
-    def _aliased(self, batch: Sequence[TripleRecord | EntityRecord]) -> dict[str, int]:
-        """key -> the entity it was merged into, for the keys of ``batch`` that are aliases (engine.changes)."""
-        eids: dict[int, str] = {}
-        for rec in batch:
-            for key in ((rec.head, rec.tail) if isinstance(rec, TripleRecord) else (rec.key,)):
-                eids[entity_id(self.kg, key)] = key
-        rows = self.graph.read_named("aliases_of", eids=list(eids))
-        return {eids[r["aid"]]: r["target"] for r in rows}
+    def _aliased(self, batch: Sequence[TripleRecord | EntityRecord]) -> dict[str, str]:
+        """alias key -> the key of the entity it resolves to, for the keys of ``batch`` that are aliases
+        (:func:`engine.stores.aliases.resolve_keys`)."""
+        keys = {k for rec in batch for k in ((rec.head, rec.tail) if isinstance(rec, TripleRecord) else (rec.key,))}
+        return {k: r.key for k, r in resolve_keys(self.graph, keys).items() if r.key != k}
 
     # -- vector stage -------------------------------------------------------------------------------
     def _embed(self, info: dict[str, Any], summary: LoadSummary, bar: Any) -> None:
@@ -403,7 +407,8 @@ class BulkLoader:
         t_start = time.perf_counter()
         self._written, self._fresh = set(), set()  # per load (see _write_nodes)
         self.graph.ensure_schema()
-        self._has_aliases = bool(self.graph.read_named("kg_has_aliases", kg=self.kg))
+        self._has_aliases = has_aliases(self.graph)
+        self.graph.ensure_identity()  # a KG gets its identity with its first load
         graph_only = self.vectors is None  # (benchmarks: the graph stage alone)
         if not graph_only:
             self.vectors.ensure_collections()

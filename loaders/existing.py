@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from engine._cypher import cypher, label as label_slot, render
 from engine._errors import ConfigError, InputError
 from engine.stores.graph import GraphStore, entity_id, name_key, relation_id
+from engine.stores.texts import entity_text
 from loaders.bulk import LoadSummary, embed_aliases, remove_duplicate_vectors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,9 +115,10 @@ def _embed_missing(vectors: VectorStore, embedder: TextEmbedder, items: list[tup
     miss = [(i, n) for i, n in items if i not in have]
     if miss:
         t0 = time.perf_counter()
-        vecs = embedder.encode([n for _, n in miss])
+        texts = [n for _, n in miss]
+        vecs = embedder.encode(texts)
         summary.embed_s += time.perf_counter() - t0
-        vectors.upsert("entities", [i for i, _ in miss], vecs)
+        vectors.upsert("entities", [i for i, _ in miss], vecs, texts=texts)
         summary.embedded_entities += len(miss)
 
 
@@ -130,5 +132,6 @@ def _embed_unvectored(graph: GraphStore, vectors: VectorStore, embedder: TextEmb
         rows = graph.read_named("entities_page", kg=graph.kg, last=last, limit=batch)
         if not rows:
             break
-        _embed_missing(vectors, embedder, [(r["eid"], r["name"] or "") for r in rows], summary)
+        _embed_missing(vectors, embedder, [(r["eid"], entity_text(r["name"], r["description"])) for r in rows],
+                       summary)
         last = rows[-1]["eid"]

@@ -6,7 +6,7 @@ holds nothing yet (``isorag load PATH --kg NAME --offline-import``; the instance
 ``ISORAG_NEO4J_HOME`` / ``ISORAG_NEO4J_PORT``). It writes the same data model (DESIGN §2) far faster:
 
 1. **parse**: the source is streamed once into CSV files under ``<neo4j home>/import/<kg>/``: entities
-   (isorag_eid, isorag_kg, isorag_key, isorag_name, isorag_types, isorag_name_key), the triples as typed
+   (isorag_eid, isorag_kg, isorag_key, isorag_name, isorag_types, isorag_name_key, isorag_own), the triples as typed
    relationships with the original name, the relation catalog, entity types and their ``ISORAG_IS_A`` links.
    Lines are checked as by the online loader (``file:line: reason``, skipped and counted unless ``strict``); a
    key or name holding a line break is skipped here too.
@@ -53,7 +53,7 @@ ARRAY_DELIMITER = "\x1f"
 #: The importer's integer ids have 56 bits, eids 63: the id column is the eid's text (string ids, not stored)
 #: and the eid is written again as a long property.
 ENTITY_HEADER = (":ID(IsoragEntity),isorag_eid:long,isorag_kg,isorag_key,isorag_name,isorag_types:string[],"
-                 "isorag_name_key")
+                 "isorag_name_key,isorag_own:boolean")
 REL_HEADER = ":START_ID(IsoragEntity),:END_ID(IsoragEntity),:TYPE,isorag_name"
 RELTYPE_HEADER = "rid:long,kg,name,type"
 ETYPE_HEADER = ":ID(IsoragEntityType),tid:long,kg,name"
@@ -153,7 +153,7 @@ class OfflineLoader:
                                 eid_cache.clear()
                             eid = eid_cache[key] = entity_id(kg, key)
                             name = default_name(key)
-                            nodes.write(f"{eid},{eid},{kgq},{_q(key)},{_q(name)},,{_q(name_key(name))}\n")
+                            nodes.write(f"{eid},{eid},{kgq},{_q(key)},{_q(name)},,{_q(name_key(name))},false\n")
                         ends.append(eid)
                     rel = relations.get(rec.relation)
                     if rel is None:
@@ -169,7 +169,7 @@ class OfflineLoader:
                         continue
                     eid = entity_id(kg, rec.key)
                     row = described.setdefault(eid, {"key": rec.key, "name": None, "types": []})
-                    if rec.name and row["name"] is None:
+                    if rec.name:  # the last name given wins, as in an online load
                         row["name"] = rec.name
                     for ty in rec.types:
                         if ty not in row["types"]:
@@ -197,7 +197,7 @@ class OfflineLoader:
                 name = row["name"] or default_name(row["key"])
                 tys = ARRAY_DELIMITER.join(row["types"])
                 out.write(f"{eid},{eid},{kgq},{_q(row['key'])},{_q(name)},{_q(tys) if tys else ''},"
-                          f"{_q(name_key(name))}\n")
+                          f"{_q(name_key(name))},true\n")
                 for ty in row["types"]:
                     tid = types.get(ty)
                     if tid is None:

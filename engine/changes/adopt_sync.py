@@ -41,7 +41,8 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
                     batch_size: int = 10_000) -> SyncReport:
     """Re-sync the KG of ``graph``, adopted from the nodes of ``label`` (key property ``key``, name property
     ``name``), with what those nodes and their relationships are now (see the module docstring)."""
-    from engine.changes.apply import apply_changes, sync_vectors
+    from engine.changes.apply import apply_changes
+    from engine.changes.vectors import sync_vectors
     from engine.changes.check import check_stores
     from loaders.existing import embed_existing
 
@@ -90,21 +91,19 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     report.relations_removed = len(chk.unused_relations)
     report.entities_removed = len(stale) + chk.extra.get("entities", 0)
     if report.changes:
-        report.version = _bump(graph, report)
+        report.version = _bump(graph, report, vectors.last_write_ts)
     else:
-        from engine.changes.sync import _current_version
-
-        report.version = _current_version(graph)
+        report.version = int(graph.version()["seq"])
     report.applied = applied
     report.apply_s = time.perf_counter() - t1
     report.wall_s = time.perf_counter() - t0
     return report
 
 
-def _bump(graph: GraphStore, report: SyncReport) -> int:
+def _bump(graph: GraphStore, report: SyncReport, vectors_ts: int) -> int:
     """A new version of the KG for the re-sync's writes outside a change set."""
     what = f"re-sync {report.path} {time.time()} {report.to_dict()}"
-    return graph.bump_version(hashlib.blake2b(what.encode("utf-8"), digest_size=16).hexdigest())
+    return graph.bump_version(hashlib.blake2b(what.encode("utf-8"), digest_size=16).hexdigest(), vectors_ts)
 
 
 __all__ = ["resync_existing"]

@@ -10,11 +10,19 @@ original name:
                                          text the entity's vector is embedded from), the types (they replace the
                                          entity's types, or are added to them when ``add_types`` is true), the
                                          aliases (other names, each embedded like a name: they replace the
-                                         entity's, or are added when ``add_aliases`` is true) and aliases to remove
+                                         entity's, or are added when ``add_aliases`` is true) and aliases to
+                                         remove; the entity has something of its own from then on (it stays
+                                         without triples).
+                                         ``reset=True`` (nothing else given) makes it what an added triple makes an
+                                         entity: its key's default name, no description, no types, nothing of its
+                                         own (what a sync writes for an entity its file names in triples only)
 ``RemoveEntity(key)``                    remove the entity with its triples
 ``MergeEntity(source, target)``          ``target`` takes the triples and types of ``source``; ``source`` is removed
                                          and its key is kept as an alias that later loads and changes resolve to
-                                         ``target``
+                                         ``target`` (:mod:`engine.stores.aliases` says how aliases behave)
+
+An entity that only triples brought in (no name, description, types or aliases of its own) leaves with its last
+triple, as it would be absent from a fresh load of the triples that remain.
 
 ``line`` (and ``path``) say where an operation comes from, for messages (``file:line: reason``); they are not part
 of what the operation does, so two change sets with the same operations in the same order are the same change set.
@@ -77,6 +85,7 @@ class SetEntity:
     aliases: tuple[str, ...] | None = None  # the entity's other names (replacing its aliases unless add_aliases)
     add_aliases: bool = False
     remove_aliases: tuple[str, ...] | None = None  # aliases the entity no longer has
+    reset: bool = False  # True: the entity becomes bare (default name, nothing of its own); nothing else is given
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +108,7 @@ class MergeEntity:
 
 
 Op = Union[AddTriple, RemoveTriple, SetEntity, RemoveEntity, MergeEntity]
+_KINDS = (AddTriple, RemoveTriple, SetEntity, RemoveEntity, MergeEntity)
 
 #: JSON ``op`` values and the operation each makes (a few spellings each)
 OP_NAMES: dict[str, type[Any]] = {
@@ -130,8 +140,9 @@ def identity(op: Op) -> tuple[Any, ...]:
     if isinstance(op, (AddTriple, RemoveTriple)):
         return (type(op).__name__, op.head, op.relation, op.tail)
     if isinstance(op, SetEntity):
-        return ("SetEntity", op.key, op.name, op.description, op.types, op.add_types, op.aliases, op.add_aliases,
-                op.remove_aliases)
+        aliased = op.aliases is not None or op.remove_aliases is not None
+        return (("SetEntity", op.key, op.name, op.description, op.types, op.add_types) + (("reset",) * op.reset)
+                + ((op.aliases, op.add_aliases, op.remove_aliases) if aliased else ()))
     if isinstance(op, RemoveEntity):
         return ("RemoveEntity", op.key)
     return ("MergeEntity", op.source, op.target)
@@ -173,8 +184,16 @@ def op_from_json(obj: Any, *, line: int = 0, path: str = "") -> Op:
 
 def _set_entity(obj: dict[str, Any], key: str, line: int, path: str,
                 bad: Callable[[str], MalformedInputError]) -> SetEntity:
+    reset = obj.get("reset", False)
+    if not isinstance(reset, bool):
+        raise bad(f"op 'set': reset must be true or false, got {reset!r}")
+    if reset:
+        given = [f for f in (*_SET_FIELDS, "add_types") if obj.get(f) not in (None, False)]
+        if given:
+            raise bad(f"op 'set': reset makes the entity bare; it takes no {', '.join(given)}")
+        return SetEntity(key, line=line, path=path, reset=True)
     if not any(f in obj for f in _SET_FIELDS):
-        raise bad("op 'set': nothing to set (give name, description, types and/or aliases)")
+        raise bad("op 'set': nothing to set (give name, description, types and/or aliases, or reset)")
     name = description = None
     if obj.get("name") is not None:
         name = _text(obj["name"])
@@ -234,10 +253,25 @@ def op_to_json(op: Op) -> dict[str, Any]:
             out["add_aliases" if op.add_aliases else "aliases"] = list(op.aliases)
         if op.remove_aliases is not None:
             out["remove_aliases"] = list(op.remove_aliases)
+        if op.reset:
+            out["reset"] = True
         return out
     if isinstance(op, RemoveEntity):
         return {"op": "remove_entity", "key": op.key}
     return {"op": "merge", "source": op.source, "target": op.target}
+
+
+def checked(op: Any, index: int) -> Op:
+    """``op`` as the JSON Lines reader would give it: its fields checked and trimmed by the same rules, or a
+    :class:`MalformedInputError` at ``file:line`` (an operation made in Python: ``<changes>:index``, 1-based)."""
+    if not isinstance(op, _KINDS):
+        raise MalformedInputError("<changes>", index, f"not a change-set operation: {op!r}")
+    line, path = op.line or index, op.path
+    try:
+        obj = op_to_json(op)
+    except (TypeError, ValueError) as e:
+        raise MalformedInputError(path or "<changes>", line, f"op {type(op).__name__}: {e}") from None
+    return op_from_json(obj, line=line, path=path)
 
 
 def read_changes(path: str | Path, *, strict: bool = False,
@@ -305,5 +339,5 @@ def _triple_ops(sources: list[tuple[str, bool, Iterator[Any]]]) -> Iterator[Op]:
 
 __all__ = [
     "AddTriple", "RemoveTriple", "SetEntity", "RemoveEntity", "MergeEntity", "Op", "OP_NAMES",
-    "op_from_json", "op_to_json", "read_changes", "read_triple_files", "identity", "where",
+    "op_from_json", "op_to_json", "read_changes", "read_triple_files", "identity", "where", "checked",
 ]

@@ -10,20 +10,27 @@ and the eid space ``[0, 2**63)`` is cut into ``P`` equal ranges, so that each ra
 2. partition by partition, the spill is read back and the store's entities and triples of the same eid range are
    read with one range seek each on the eid constraint's index (``cypher/sync_*_range.cypher``); the two sides are
    compared by ``(head eid, relationship type, tail eid)`` (integers: the store is not asked for key strings it
-   does not need), and the differences are spilled as operations;
+   does not need), and the differences are spilled as operations. A partition whose heads have more triples than
+   two partitions' worth on either side (a hub entity) is compared in parts cut by the tails' eids, so that one
+   part of each side is in memory at a time, however large the hub;
 3. the counts are shown (``dry_run`` stops there); then the operations are applied by
    :func:`engine.changes.apply.apply_changes` in this order: triples removed, triples added, entities set, entities
-   removed (an entity no longer in the file goes last, once no triple of the file refers to it).
+   removed.
 
 What the KG is made equal to is what a fresh load of the file gives: its triples, its entities (the keys its
 triples and entity records name), each entity's name (the last name an entity record gives, else the key's default
-name, as the loader names it) and its types (united from its entity records, in order). A user's own nodes adopted
-in place and their own relationships are never compared, so never removed (DESIGN §11). A key that a merge made an
-alias is resolved to its target first, as a load resolves it.
+name, as the loader names it), its types (united from its entity records, in order), and whether it has something
+of its own: an entity that an entity record describes stays without triples; one that the file names in triples
+only is made bare again (default name, no types, no description: ``SetEntity(key, reset=True)``) and leaves with
+its last triple. An entity no longer in the file leaves with its last triple when it is bare, and is removed
+(``RemoveEntity``) otherwise. Descriptions, which no file format carries, are kept on the entities the file
+describes. A user's own nodes adopted in place and their own relationships are never compared, so never removed. A
+key that a merge made an alias is resolved to its target first, as a load resolves it.
 
-Memory: one partition of each side at a time (about :data:`PARTITION_TRIPLES` triples), the spill buffers and the
-operations' counts. Run again after a kill, a sync computes the difference anew against what the killed run left,
-so it ends where an uninterrupted run would; run twice, the second finds nothing to change and applies nothing.
+Memory: one partition (or part) of each side at a time (about :data:`PARTITION_TRIPLES` triples; the report's
+``peak_triples`` says how many were held at most), the spill buffers and the operations' counts. Run again after a
+kill, a sync computes the difference anew against what the killed run left, so it ends where an uninterrupted run
+would; run twice, the second finds nothing to change and applies nothing.
 """
 
 from __future__ import annotations
@@ -36,14 +43,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 from engine._cypher import cypher
 from engine._errors import InputError, MalformedInputError
-from engine.changes.apply import kg_aliases
 from engine.changes.ops import AddTriple, Op, RemoveEntity, RemoveTriple, SetEntity
+from engine.changes.statements import stays_without_triples
+from engine.stores.aliases import kg_aliases
 from engine.stores.graph import GraphStore, entity_id, sanitize_relation
-from loaders.bulk import default_name as _DEFAULT_NAME
+from loaders.bulk import default_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -54,6 +62,8 @@ if TYPE_CHECKING:  # pragma: no cover
 PARTITION_TRIPLES = 50_000
 #: at most this many partitions (open spill files)
 MAX_PARTITIONS = 512
+#: a partition with more triples than this many partitions' worth on either side is compared in parts
+HUB_FACTOR = 2
 #: records kept per partition before its buffer is pickled to its spill file
 _SPILL_BLOCK = 4096
 _EID_SPACE = 1 << 63
@@ -73,6 +83,7 @@ class SyncReport:
     partitions: int = 0
     store_triples: int = 0
     store_entities: int = 0
+    peak_triples: int = 0  # the most triples of one side held at once (a partition, or a part of a hub's)
     triples_added: int = 0
     triples_removed: int = 0
     entities_set: int = 0
@@ -152,17 +163,19 @@ def partition_bounds(parts: int) -> list[tuple[int, int]]:
     return [(los[p], los[p + 1] - 1) for p in range(parts)]
 
 
-class _Spill:
-    """Per-partition spill files of pickled blocks, one list per kind of item."""
+class Spill:
+    """Per-partition spill files of pickled blocks (``sizes``: the items spilled to each)."""
 
     def __init__(self, folder: Path, name: str, parts: int) -> None:
         self.paths = [folder / f"{name}-{p:04d}.pickle" for p in range(parts)]
+        self.sizes = [0] * parts
         self._files: list[BinaryIO | None] = [None] * parts
         self._bufs: list[list[Any]] = [[] for _ in range(parts)]
 
     def add(self, p: int, item: Any) -> None:
         buf = self._bufs[p]
         buf.append(item)
+        self.sizes[p] += 1
         if len(buf) >= _SPILL_BLOCK:
             self._flush(p)
 
@@ -195,10 +208,43 @@ class _Spill:
                     return
                 yield from block
 
+    def remove(self) -> None:
+        for path in self.paths:
+            path.unlink(missing_ok=True)
 
-def _default_name(key: str) -> str:
-    """The name a load gives an entity known only by its key (loaders.bulk.default_name)."""
-    return _DEFAULT_NAME(key)
+
+@dataclass
+class _FileSide:
+    """The file's side of one partition: its triples by (head eid, type, tail eid), the keys it names, those in
+    triples, and its entity records (name, types, first line)."""
+
+    triples: dict[tuple[int, str, int], tuple[str, str, str, int]] = field(default_factory=dict)
+    keys: dict[int, str] = field(default_factory=dict)
+    in_triples: set[int] = field(default_factory=set)
+    info: dict[int, tuple[str | None, list[str], int]] = field(default_factory=dict)
+    aliases: dict[int, list[str]] = field(default_factory=dict)  # the entity records' aliases, united in order
+
+    def take(self, item: tuple[Any, ...], keep_triples: bool = True) -> None:
+        kind = item[0]
+        if kind == "T":
+            _, he, rtype, te, h, r, t, line = item
+            if keep_triples:
+                self.triples.setdefault((he, rtype, te), (h, r, t, line))
+            self.keys[he] = h
+            self.in_triples.add(he)
+        elif kind == "K":
+            self.keys[item[1]] = item[2]
+            self.in_triples.add(item[1])
+        else:
+            _, ke, key, name, types, line = item[:6]
+            also = self.aliases.setdefault(ke, [])
+            also.extend(a for a in (item[6] if len(item) > 6 else ()) if a not in also)
+            self.keys[ke] = key
+            old_name, old_types, first = self.info.get(ke, (None, [], line))
+            for ty in types:
+                if ty not in old_types:
+                    old_types.append(ty)
+            self.info[ke] = (name or old_name, old_types, first)  # the last name wins, as in a load
 
 
 class Syncer:
@@ -214,6 +260,7 @@ class Syncer:
         self.partition_triples = max(1, int(partition_triples))
         self._types: dict[str, str] = {}  # relation name -> relationship type
         self._names: dict[str, str] = {}  # relationship type -> relation name (the catalog's)
+        self._aliased: set[int] = set()  # eids of the entities that have aliases
 
     def _rtype(self, name: str) -> str:
         t = self._types.get(name)
@@ -222,7 +269,7 @@ class Syncer:
         return t
 
     # -- 1: the file, spilled by partition ------------------------------------------------------------
-    def _spill_file(self, records: Iterable[Any], spill: _Spill, parts: int, report: SyncReport,
+    def _spill_file(self, records: Iterable[Any], spill: Spill, parts: int, report: SyncReport,
                     total: int | None, aliases: dict[str, str]) -> None:
         from tqdm import tqdm
 
@@ -273,90 +320,129 @@ class Syncer:
         spill.close()
 
     # -- 2: one partition, both sides ----------------------------------------------------------------
+    def _hub_limit(self) -> int:
+        return HUB_FACTOR * self.partition_triples
+
     def _read_store(self, lo: int, hi: int) -> tuple[list[list[Any]], list[list[Any]]]:
-        """The store's side of one partition: ``[eid, key, name, types, adopted]`` of its entities and
-        ``[head eid, type, tail eid]`` of its triples, each one list in one row."""
+        """The store's side of one partition: ``[eid, key, name, types, adopted, own, described, linked]`` of its
+        entities and ``[head eid, type, tail eid]`` of its triples (at most one more than :meth:`_hub_limit`: more
+        means a hub, compared in parts), each one list in one row."""
         g, kg = self.graph, self.kg
         return (g.read_one(cypher("sync_entities_range"), lo=lo, hi=hi, kg=kg),
-                g.read_one(cypher("sync_triples_range"), lo=lo, hi=hi, kg=kg))
+                g.read_one(cypher("sync_triples_range"), lo=lo, hi=hi, tlo=0, thi=_EID_SPACE - 1, kg=kg,
+                           limit=self._hub_limit() + 1))
 
-    def _diff_partition(self, p: int, store: tuple[list[list[Any]], list[list[Any]]], spill: _Spill,
-                        out: dict[str, _Spill], report: SyncReport) -> None:
-        # the file's side: its triples by (head eid, type, tail eid), its keys, its entity records
-        triples: dict[tuple[int, str, int], tuple[str, str, str, int]] = {}
-        keys: dict[int, str] = {}
-        in_triples: set[int] = set()
-        info: dict[int, tuple[str | None, list[str], int]] = {}
-        names_also: dict[int, list[str]] = {}  # the entity records' aliases, united in order
-        for item in spill.read(p):
-            kind = item[0]
-            if kind == "T":
-                _, he, rtype, te, h, r, t, line = item
-                triples.setdefault((he, rtype, te), (h, r, t, line))
-                keys[he] = h
-                in_triples.add(he)
-            elif kind == "K":
-                keys[item[1]] = item[2]
-                in_triples.add(item[1])
-            else:
-                _, ke, key, name, types, line = item[:6]
-                also = names_also.setdefault(ke, [])
-                also.extend(a for a in (item[6] if len(item) > 6 else ()) if a not in also)
-                keys[ke] = key
-                old_name, old_types, first = info.get(ke, (None, [], line))
-                for ty in types:
-                    if ty not in old_types:
-                        old_types.append(ty)
-                info[ke] = (name or old_name, old_types, first)  # the last name wins, as in a load
-        # the store's side, the same eid range
+    def _diff_partition(self, p: int, bounds: tuple[int, int], store: tuple[list[list[Any]], list[list[Any]]],
+                        spill: Spill, folder: Path, out: dict[str, Spill], report: SyncReport) -> None:
         stored = {e[0]: e for e in store[0]}
-        rows = store[1]
+        key_of = {eid: e[1] for eid, e in stored.items()}
         report.store_entities += len(stored)
+        if spill.sizes[p] <= self._hub_limit() and len(store[1]) <= self._hub_limit():
+            side = _FileSide()
+            for item in spill.read(p):
+                side.take(item)
+            self._diff_triples(side.triples, store[1], key_of, out, report)
+        else:
+            side = self._diff_hub(p, bounds, spill, folder, key_of, out, report)
+        self._diff_entities(side, stored, out, report)
+
+    def _diff_hub(self, p: int, bounds: tuple[int, int], spill: Spill, folder: Path, key_of: dict[int, str],
+                  out: dict[str, Spill], report: SyncReport) -> _FileSide:
+        """A partition whose heads have too many triples (a hub), compared in parts cut by the tails' eids: the
+        file's triples are spilled again by tail, the store's read part by part. Returns the file's side without
+        its triples (its keys and entity records)."""
+        lo, hi = bounds
+        stored_n = int(self.graph.read_named("sync_triples_count", lo=lo, hi=hi, kg=self.kg)[0]["triples"])
+        parts = max(2, -(-max(spill.sizes[p], stored_n) // self.partition_triples))
+        by_tail = Spill(folder, f"hub-{p:04d}", parts)
+        side = _FileSide()
+        for item in spill.read(p):
+            side.take(item, keep_triples=False)
+            if item[0] == "T":
+                by_tail.add((item[3] * parts) >> 63, item)
+        by_tail.close()
+        for q, (tlo, thi) in enumerate(partition_bounds(parts)):
+            part = _FileSide()
+            for item in by_tail.read(q):
+                part.take(item)
+            rows = self.graph.read_one(cypher("sync_triples_range"), lo=lo, hi=hi, tlo=tlo, thi=thi, kg=self.kg,
+                                       limit=_EID_SPACE - 1)
+            self._diff_triples(part.triples, rows, key_of, out, report)
+            by_tail.paths[q].unlink(missing_ok=True)
+        return side
+
+    def _diff_triples(self, triples: dict[tuple[int, str, int], tuple[str, str, str, int]], rows: list[list[Any]],
+                      key_of: dict[int, str], out: dict[str, Spill], report: SyncReport) -> None:
+        """One partition (or part) of triples, both sides: what the file adds and what it removes."""
         report.store_triples += len(rows)
+        report.peak_triples = max(report.peak_triples, len(triples), len(rows))
         removed = [(he, rtype, te) for he, rtype, te in rows if triples.pop((he, rtype, te), None) is None]
         for h, r, t, line in triples.values():
             out["add"].add(0, ("add", h, r, t, line))
         report.triples_added += len(triples)
         if removed:
-            self._spill_removed(removed, stored, out)
+            self._spill_removed(removed, key_of, out)
             report.triples_removed += len(removed)
-        for ke, key in keys.items():
-            name, types, line = info.get(ke, (None, [], 0))
-            want_name = name or _default_name(key)
+
+    def _diff_entities(self, side: _FileSide, stored: dict[int, list[Any]], out: dict[str, Spill],
+                       report: SyncReport) -> None:
+        """One partition of entities, both sides: what the file names as a fresh load would make it, and the
+        entities it no longer names."""
+        for ke, key in side.keys.items():
             have = stored.get(ke)
-            # an entity the sync creates is created as an added triple creates it: default name, no types
-            have_name, have_types = ((_default_name(key), []) if have is None
-                                     else (have[2], list(have[3] or [])))
-            # (an entity of entity records only, not in the KG yet: its name is set, which creates it)
-            set_name = want_name if want_name != have_name or (have is None and ke not in in_triples) else None
-            set_types = tuple(types) if types != have_types else None
-            # the file's aliases replace the entity's (its name is never one of them)
-            want_aliases = [a for a in names_also.get(ke, []) if a != want_name]
-            have_aliases = list(have[5] or []) if have is not None and len(have) > 5 else []
-            set_aliases = tuple(want_aliases) if want_aliases != have_aliases else None
-            if set_name is not None or set_types is not None or set_aliases is not None:
-                out["set"].add(0, ("set", key, set_name, set_types, line, set_aliases))
+            if ke in side.info:  # described by an entity record: something of its own
+                name, types, line = side.info[ke]
+                want_name = name or default_name(key)
+                # the file's aliases replace the entity's (its name is never one of them)
+                want_aliases = tuple(a for a in side.aliases.get(ke, []) if a != want_name)
+                if have is None:  # (made here, or by an added triple: named, typed and given its own)
+                    out["set"].add(0, ("set", key, want_name, tuple(types) or None, line, False,
+                                       want_aliases or None))
+                    report.entities_set += 1
+                    continue
+                set_name = have[2] != want_name or have[5] is not True  # (a set gives it its own, too)
+                set_types = types != list(have[3] or [])
+                set_aliases = list(want_aliases) != list(have[8] or [])
+                if set_name or set_types or set_aliases:
+                    out["set"].add(0, ("set", key, want_name if set_name else None,
+                                       tuple(types) if set_types else None, line, False,
+                                       want_aliases if set_aliases else None))
+                    report.entities_set += 1
+                continue
+            if have is not None and have[8]:  # named in triples only: no alias of its own either
+                out["set"].add(0, ("set", key, None, None, 0, False, ()))
+                report.entities_set += 1
+            if have is not None and not self._bare(key, have):  # named in triples only: bare, as a load makes it
+                out["set"].add(0, ("set", key, None, None, 0, True))
                 report.entities_set += 1
         for ke, e in stored.items():
-            if ke not in keys and not e[4]:
+            if ke in side.keys or e[4]:  # in the file, or a user's node adopted in place
+                continue
+            if not e[7] or stays_without_triples(e[1], e[2], "described" if e[6] else None, e[3], e[5],
+                                                 ke in self._aliased):
                 out["remove_entity"].add(0, ("remove_entity", e[1]))
-                report.entities_removed += 1
+            # (else it is bare and in triples, which all go: it leaves with its last one)
+            report.entities_removed += 1
 
-    def _spill_removed(self, removed: list[tuple[int, str, int]], stored: dict[int, list[Any]],
-                       out: dict[str, _Spill]) -> None:
+    def _bare(self, key: str, e: list[Any]) -> bool:
+        """Whether a stored entity is what an added triple makes one: nothing of its own, its key's default name."""
+        return not e[5] and e[2] == default_name(key) and not e[3] and not e[6]
+
+    def _spill_removed(self, removed: list[tuple[int, str, int]], key_of: dict[int, str],
+                       out: dict[str, Spill]) -> None:
         """Spill removed triples with their keys and relation names: the head is of this partition (its key is in
-        ``stored``); tails of other partitions are looked up by eid, in one read."""
+        ``key_of``); tails of other partitions are looked up by eid, in one read."""
         if not self._names:
             self._names = {ri.type: ri.name for ri in self.graph.relation_catalog(refresh=True).values()}
-        need = sorted({te for _, _, te in removed if te not in stored})
-        key_of = {eid: e[1] for eid, e in stored.items()}
+        need = sorted({te for _, _, te in removed if te not in key_of})
+        keys = dict(key_of)
         for i in range(0, len(need), 10_000):
-            key_of.update((eid, row["key"]) for eid, row in self.graph.entities(need[i:i + 10_000]).items())
+            keys.update((eid, row["key"]) for eid, row in self.graph.entities(need[i:i + 10_000]).items())
         for he, rtype, te in removed:
-            out["remove"].add(0, ("remove", key_of[he], self._names.get(rtype, rtype), key_of[te], 0))
+            out["remove"].add(0, ("remove", keys[he], self._names.get(rtype, rtype), keys[te], 0))
 
     # -- driver ---------------------------------------------------------------------------------------
-    def diff(self, records: Iterable[Any], report: SyncReport, total: int | None, folder: Path) -> dict[str, _Spill]:
+    def diff(self, records: Iterable[Any], report: SyncReport, total: int | None, folder: Path) -> dict[str, Spill]:
         """Steps 1 and 2: the operations that make the KG equal to ``records``, spilled under ``folder``."""
         from tqdm import tqdm
 
@@ -364,11 +450,13 @@ class Syncer:
         store_triples = self.graph.stats()["triples"]
         parts = max(1, min(MAX_PARTITIONS, -(-max(total or 0, store_triples) // self.partition_triples)))
         report.partitions = parts
-        spill = _Spill(folder, "file", parts)
-        self._spill_file(records, spill, parts, report, total, kg_aliases(self.graph))
+        spill = Spill(folder, "file", parts)
+        aliases = kg_aliases(self.graph)
+        self._aliased = {entity_id(self.kg, t) for t in set(aliases.values())}
+        self._spill_file(records, spill, parts, report, total, aliases)
         if report.records == 0:
             raise InputError(_nothing(report))
-        out = {k: _Spill(folder, f"ops-{k}", 1) for k in OP_KINDS}  # one kind of operation each, one partition
+        out = {k: Spill(folder, f"ops-{k}", 1) for k in OP_KINDS}  # one kind of operation each, one partition
         bounds = partition_bounds(parts)
         # the store's side of the next partition is read (Neo4j's work, the socket) while this one is compared
         with ThreadPoolExecutor(1, thread_name_prefix="isorag-sync-read") as pool, \
@@ -379,7 +467,7 @@ class Syncer:
                 store = ahead.result()
                 if p + 1 < parts:
                     ahead = pool.submit(self._read_store, *bounds[p + 1])
-                self._diff_partition(p, store, spill, out, report)
+                self._diff_partition(p, bounds[p], store, spill, folder, out, report)
                 del store
                 spill.paths[p].unlink(missing_ok=True)
                 bar.update(1)
@@ -407,14 +495,14 @@ class Syncer:
                 report.applied = applied.to_dict()
                 report.version = applied.version
             else:
-                report.version = _current_version(self.graph)
+                report.version = int(self.graph.version()["seq"])
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         report.wall_s = time.perf_counter() - t0
         return report
 
 
-def _ops(out: dict[str, _Spill], path: str) -> Iterator[Op]:
+def _ops(out: dict[str, Spill], path: str) -> Iterator[Op]:
     """The spilled operations, in :data:`OP_KINDS` order."""
     for kind in OP_KINDS:
         for item in out[kind].read(0):
@@ -423,15 +511,11 @@ def _ops(out: dict[str, _Spill], path: str) -> Iterator[Op]:
             elif kind == "add":
                 yield AddTriple(item[1], item[2], item[3], line=item[4], path=path)
             elif kind == "set":
-                aliases = item[5] if len(item) > 5 else None
-                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path,
+                aliases = item[6] if len(item) > 6 else None
+                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path, reset=item[5],
                                 aliases=None if aliases is None else tuple(aliases))
             else:
                 yield RemoveEntity(item[1])
-
-
-def _current_version(graph: GraphStore) -> int:
-    return int(graph.version()["seq"])
 
 
 def _nothing(report: SyncReport) -> str:
@@ -466,4 +550,4 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
     return syncer.sync(records, report, total=total, dry_run=dry_run, strict=strict, batch_size=batch_size)
 
 
-__all__ = ["SyncReport", "Syncer", "sync_file", "partition_bounds", "PARTITION_TRIPLES"]
+__all__ = ["SyncReport", "Syncer", "Spill", "sync_file", "partition_bounds", "PARTITION_TRIPLES"]

@@ -103,6 +103,7 @@ class GeneratorCheckpoint:
     seed: int
     info: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    kg_id: str | None = None  # the identity of the KG it was made for (engine.stores.graph.GraphStore.identity)
 
 
 def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
@@ -114,16 +115,17 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
             "templates": [t.to_json() for t in ckpt.templates], "config": dict(ckpt.model.config),
             "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
             "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
-            "info": ckpt.info}
+            "info": ckpt.info, "kg_id": ckpt.kg_id}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
     return path
 
 
-def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None) -> GeneratorCheckpoint:
-    """A generator file, checked against the KG and embedding model it is used with (a mismatch, or a file that
-    is no generator, is a CheckpointError)."""
+def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None,
+                   kg_id: str | None = None) -> GeneratorCheckpoint:
+    """A generator file, checked against the KG (its name and ``kg_id``, its identity) and embedding model it is
+    used with (a mismatch, or a file that is no generator, is a CheckpointError)."""
     import torch
 
     p = Path(path).expanduser()
@@ -139,6 +141,10 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
     if kg is not None and data["kg"] != kg:
         raise CheckpointError(f"{p}: a generator of KG {data['kg']!r}, not of {kg!r}: train one on this KG "
                               f"(isorag train-generator --kg {kg})")
+    if kg_id is not None and data.get("kg_id") not in (None, kg_id):
+        raise CheckpointError(f"{p}: a generator of another KG named {data['kg']!r} (identity {data['kg_id']}; this "
+                              f"KG's is {kg_id}: it was dropped and made again since): train one on this KG "
+                              f"(isorag train-generator --kg {data['kg']})")
     if embedding_slug is not None and data["embedding_slug"] != embedding_slug:
         raise CheckpointError(f"{p}: trained with embedding model {data['embedding_slug']!r}, the engine uses "
                               f"{embedding_slug!r}: train it again with this model")
@@ -148,7 +154,7 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
     return GeneratorCheckpoint(data["kg"], data["embedding_slug"], int(data["emb_dim"]),
                                [Template.from_json(t) for t in data["templates"]], model,
                                LinkModel.from_json(data["link"]), float(data["threshold"]), int(data["seed"]),
-                               dict(data.get("info") or {}), str(p))
+                               dict(data.get("info") or {}), str(p), data.get("kg_id"))
 
 
 @dataclass

@@ -206,8 +206,9 @@ def _batches(n: int, size: int, rng: random.Random) -> list[list[int]]:
 def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder,
                     records: Sequence[GeneratorRecord], *, kg: str, out: str | Path,
                     settings: GeneratorSettings | None = None, progress: bool = True,
-                    echo: Callable[[str], None] | None = None) -> TrainedGenerator:
-    """Train a generator for ``kg`` on ``records`` and write it to ``out`` (see the module docstring)."""
+                    echo: Callable[[str], None] | None = None, kg_id: str | None = None) -> TrainedGenerator:
+    """Train a generator for ``kg`` (``kg_id``: its identity, recorded in the file) on ``records`` and write it to
+    ``out`` (see the module docstring)."""
     import torch
 
     s = settings or GeneratorSettings()
@@ -216,14 +217,14 @@ def train_generator(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbe
     torch.set_num_threads(1)
     try:
         return _train(graph, vectors, embedder, records, kg=kg, out=out, s=s, progress=progress,
-                      say=echo or (lambda m: print(m, file=sys.stderr)))
+                      say=echo or (lambda m: print(m, file=sys.stderr)), kg_id=kg_id)
     finally:
         torch.set_num_threads(threads)
 
 
 def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, records: Sequence[GeneratorRecord], *,
            kg: str, out: str | Path, s: GeneratorSettings, progress: bool,
-           say: Callable[[str], None]) -> TrainedGenerator:
+           say: Callable[[str], None], kg_id: str | None = None) -> TrainedGenerator:
     import torch
     from tqdm import tqdm
 
@@ -319,7 +320,8 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
     model.eval()
 
     # 3. end to end on the held-out questions: linking accuracy, pattern accuracy, the router's threshold
-    ckpt = GeneratorCheckpoint(kg, embedder.slug, int(emb.shape[1]), templates, model, link, 0.0, s.seed)
+    ckpt = GeneratorCheckpoint(kg, embedder.slug, int(emb.shape[1]), templates, model, link, 0.0, s.seed,
+                               kg_id=kg_id)
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder)
     linked_ok, pattern_ok, scored = 0, 0, []
     for r, want in tqdm(dev, desc="calibrating", unit="q", disable=not progress):

@@ -16,6 +16,7 @@ from engine.linking.search import lookup_names, name_candidates
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
+from engine.stores.version import Cached, VersionWatch
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -51,52 +52,47 @@ class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
     def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
-                 text_cache_size: int = TEXT_CACHE_SIZE) -> None:
+                 text_cache_size: int = TEXT_CACHE_SIZE, watch: VersionWatch | None = None) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
-        self._has_types: bool | None = None
-        self._has_aliases: bool | None = None
-        self._rel_matrix: tuple[list[int], np.ndarray] | None = None
+        #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
+        self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
+        self._has_types = Cached(self.watch, lambda: self.vectors.count("types") > 0)
+        self._has_aliases = Cached(self.watch, lambda: getattr(self.vectors, "search_aliases", None) is not None
+                                   and self.vectors.count("aliases") > 0)
+        self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._text_lock = threading.Lock()
-        self._stamp: int | None = None  # the KG's version stamp the caches below were built on
         self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
 
     def invalidate(self) -> None:
-        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types. (The
-        pattern-text embeddings stay: a text's vector does not depend on the KG.)"""
-        self._rel_matrix = None
-        self._has_types = None
-        self._has_aliases = None
-        refresh = getattr(self.graph, "invalidate", None)
-        if refresh is not None:
-            refresh()
+        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types and
+        aliases (a new generation of :attr:`watch`). The pattern-text embeddings stay: a text's vector does not
+        depend on the KG."""
+        self.watch.forget()
 
     def check_version(self) -> int | None:
         """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
         KG (this process or another); returns its sequence number (None for a graph without versions)."""
-        read = getattr(self.graph, "version", None)
-        if read is None:
-            return None
-        v = read()
-        if v["stamp"] != self._stamp:
-            if self._stamp is not None:
-                self.invalidate()
-            self._stamp = v["stamp"]
-        return int(v["seq"])
+        v = self.watch.check()
+        return None if v is None else int(v["seq"])
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
-        """The KG's relation vectors, fetched once: relation candidates are then exact and local."""
+        """The KG's relation vectors, fetched once per version: relation candidates are then exact and local."""
         if len(catalog) > LOCAL_RELATION_LIMIT:
             return None
-        if self._rel_matrix is None or len(self._rel_matrix[0]) != len(catalog):
+        generation = self.watch.generation
+        cached = self._rel_matrix
+        if cached is None or cached[0] != generation or len(cached[1]) != len(catalog):
             import numpy as np
 
             got = self.vectors.get_vectors("relations", list(catalog))
             rids = [rid for rid in catalog if rid in got]
             mat = np.stack([got[r] for r in rids]).astype("float32") if rids else np.zeros((0, 1), "float32")
-            self._rel_matrix = (rids, mat)
-        return self._rel_matrix
+            if self.watch.keep(generation):
+                self._rel_matrix = (generation, rids, mat)
+            return rids, mat
+        return cached[1], cached[2]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray | None:
         """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached.
@@ -128,9 +124,8 @@ class Retriever:
         return np.stack([got[t] for t in texts])
 
     def has_types(self) -> bool:
-        if self._has_types is None:
-            self._has_types = self.vectors.count("types") > 0
-        return self._has_types
+        """Whether the KG has entity types (cached while its version stays)."""
+        return self._has_types.get()
 
     def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float]) -> Candidates:
         catalog = self.graph.relation_catalog()
@@ -212,10 +207,7 @@ class Retriever:
 
     def has_aliases(self) -> bool:
         """Whether the KG has aliases with vectors (read once per KG version)."""
-        if self._has_aliases is None:
-            self._has_aliases = getattr(self.vectors, "search_aliases", None) is not None \
-                and self.vectors.count("aliases") > 0
-        return self._has_aliases
+        return bool(self._has_aliases.get())
 
     def nearest_by_meaning(self, vecs: np.ndarray, k: int) -> list[dict[int, float]]:
         """Per vector, the ``k`` entities nearest by embedding over their names, and over their aliases where the

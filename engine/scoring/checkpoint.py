@@ -118,13 +118,17 @@ class ScorerCheckpoint:
     path: str = ""
     #: the KG's domain words that entity linking skips besides the engine's stopwords (lower case)
     extra_stopwords: list[str] = field(default_factory=list)
+    #: the identity of the KG it was trained on (engine.stores.graph.GraphStore.identity; None: not recorded)
+    kg_id: str | None = None
 
 
 def save_checkpoint(path: str | Path, model: Any, *, kg: str, embedding_model: str, embedding_slug: str,
                     relation_types: Sequence[str], hops: int, max_edges: int,
-                    info: dict[str, Any] | None = None, extra_stopwords: Iterable[str] = ()) -> Path:
+                    info: dict[str, Any] | None = None, extra_stopwords: Iterable[str] = (),
+                    kg_id: str | None = None) -> Path:
     """Write ``model`` and its provenance to ``path`` (atomically: a temporary file, then a rename).
-    ``extra_stopwords``: the KG's domain words for entity linking (module docstring)."""
+    ``extra_stopwords``: the KG's domain words for entity linking (module docstring); ``kg_id``: the KG's identity
+    (a KG of the same name made again later has another, and refuses the file)."""
     import torch
 
     words = None if isinstance(extra_stopwords, str) else list(extra_stopwords)
@@ -139,6 +143,7 @@ def save_checkpoint(path: str | Path, model: Any, *, kg: str, embedding_model: s
         "config": config,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "kg": kg,
+        "kg_id": kg_id,
         "embedding_model": embedding_model,
         "embedding_slug": embedding_slug,
         "emb_dim": int(config["emb_dim"]),
@@ -157,8 +162,9 @@ def save_checkpoint(path: str | Path, model: Any, *, kg: str, embedding_model: s
 
 def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None,
                     emb_dim: int | None = None, relation_types: Sequence[str] | None = None,
-                    allow_other_kg: bool = False, device: Any = "cpu") -> ScorerCheckpoint:
-    """Read a checkpoint and check it fits: ``kg`` (the engine's KG name), ``embedding_slug`` / ``emb_dim``
+                    allow_other_kg: bool = False, device: Any = "cpu", kg_id: str | None = None) -> ScorerCheckpoint:
+    """Read a checkpoint and check it fits: ``kg`` and ``kg_id`` (the engine's KG name and identity: a file made for
+    another KG of the same name, dropped and made again since, is refused), ``embedding_slug`` / ``emb_dim``
     (the engine's embedder) and ``relation_types`` (the KG's relation vocabulary). A check whose argument is
     None is skipped. ``allow_other_kg=True`` accepts a checkpoint trained on another KG (transfer; the
     embedding model must still be the same).
@@ -189,6 +195,11 @@ def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: 
         raise CheckpointError(
             f"scorer checkpoint {path} was trained on KG {payload['kg']!r}, not on {kg!r}: retrain it on this KG "
             "with `isorag train-scorer --kg ...`, or load it with allow_other_kg=True to transfer it on purpose")
+    if kg_id is not None and payload.get("kg_id") not in (None, kg_id) and not allow_other_kg:
+        raise CheckpointError(
+            f"scorer checkpoint {path} was trained on another KG named {payload['kg']!r} (identity "
+            f"{payload['kg_id']}; this KG's is {kg_id}: it was dropped and made again since): retrain it on this KG "
+            "with `isorag train-scorer`, or load it with allow_other_kg=True to transfer it on purpose")
     if relation_types is not None and not allow_other_kg:
         fp = relation_fingerprint(relation_types)
         if fp != payload["relation_fingerprint"]:
@@ -211,4 +222,4 @@ def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: 
                             payload["embedding_model"], payload["embedding_slug"], int(payload["emb_dim"]),
                             list(payload["relation_types"]), payload["relation_fingerprint"], int(payload["hops"]),
                             int(payload["max_edges"]), dict(payload.get("info") or {}), str(path),
-                            list(payload.get("extra_stopwords", LEGACY_EXTRA_STOPWORDS)))
+                            list(payload.get("extra_stopwords", LEGACY_EXTRA_STOPWORDS)), payload.get("kg_id"))

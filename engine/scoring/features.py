@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from engine.scoring.neighbourhood import Neighbourhood
+from engine.stores.version import VersionWatch
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader, VectorIndex
@@ -34,17 +35,19 @@ class FeatureStore:
     """
 
     def __init__(self, vectors: VectorIndex, graph: GraphReader, dim: int,
-                 capacity: int = DEFAULT_CACHE_ENTITIES) -> None:
+                 capacity: int = DEFAULT_CACHE_ENTITIES, watch: VersionWatch | None = None) -> None:
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.vectors, self.graph, self.dim, self.capacity = vectors, graph, int(dim), int(capacity)
+        #: what the cache follows (engine.stores.version): the graph store's when it has one
+        self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
+        self._generation = self.watch.generation  # the generation the cached vectors were read in
         self._rows: OrderedDict[int, int] = OrderedDict()  # eid -> row of _mat; order = recency
         self._missing: set[int] = set()  # eids Milvus has no vector for
         self._mat = np.zeros((0, self.dim), dtype=np.float32)
         self._free: list[int] = []
         self._relations: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None = None
         self._lock = threading.RLock()
-        self._stamp: int | None = None  # the KG's version stamp the cache was filled on
         self.fetched = 0  # vectors read from Milvus (for reports)
 
     def __len__(self) -> int:
@@ -59,19 +62,19 @@ class FeatureStore:
             self._relations = None
 
     def check_version(self) -> None:
-        """Clear the cache when the KG's version moved since it was filled (one small read; any process's change)."""
-        read = getattr(self.graph, "version", None)
-        if read is None:
-            return
-        stamp = read()["stamp"]
+        """Read the KG's version stamp (one small read) and clear the cache when it moved since the cache was filled,
+        whichever process changed the KG (:class:`engine.stores.version.VersionWatch`)."""
+        self.watch.check()
+        self._follow()
+
+    def _follow(self) -> int:
+        """Clear the cache when the watch's generation moved; returns the generation (under the lock)."""
         with self._lock:
-            if stamp != self._stamp:
-                if self._stamp is not None:
-                    self.clear()
-                    refresh = getattr(self.graph, "invalidate", None)
-                    if refresh is not None:
-                        refresh()
-                self._stamp = stamp
+            generation = self.watch.generation
+            if generation != self._generation:
+                self.clear()
+                self._generation = generation
+            return generation
 
     # -- entities ----------------------------------------------------------------------------------------
     def _grow(self, need: int) -> None:
@@ -93,26 +96,34 @@ class FeatureStore:
 
     def prefetch(self, eids: Sequence[int] | np.ndarray) -> int:
         """Fetch the vectors of ``eids`` not cached yet (batched by Milvus primary key); returns how many."""
+        return len(self._fetch(eids))
+
+    def _fetch(self, eids: Sequence[int] | np.ndarray) -> dict[int, np.ndarray]:
+        """Read the vectors of ``eids`` not cached yet and cache them, unless the KG's version moved while they were
+        read (they are returned all the same: the caller's answer uses them once)."""
         with self._lock:
+            generation = self._follow()
             want = [int(e) for e in np.unique(np.asarray(eids, dtype=np.int64))
                     if int(e) not in self._rows and int(e) not in self._missing]
             if not want:
-                return 0
-            got = self.vectors.get_vectors("entities", want)
-            for eid in want:
-                v = got.get(eid)
-                if v is None:
-                    self._missing.add(eid)
-                else:
-                    self._store(eid, np.asarray(v, dtype=np.float32))
+                return {}
+            got = {int(e): np.asarray(v, dtype=np.float32)
+                   for e, v in self.vectors.get_vectors("entities", want).items()}
             self.fetched += len(got)
-            return len(got)
+            if self.watch.keep(generation):
+                for eid in want:
+                    v = got.get(eid)
+                    if v is None:
+                        self._missing.add(eid)
+                    else:
+                        self._store(eid, v)
+            return got
 
     def entity_vectors(self, eids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``([N, d] float32, [N] bool has_vector)`` for ``eids``; rows without a vector are zero."""
         eids = np.asarray(eids, dtype=np.int64)
         with self._lock:
-            self.prefetch(eids)
+            got = self._fetch(eids)
             out = np.zeros((eids.shape[0], self.dim), dtype=np.float32)
             ok = np.zeros(eids.shape[0], dtype=bool)
             rows = self._rows
@@ -123,6 +134,9 @@ class FeatureStore:
                     rows.move_to_end(e)
                     idx.append(r)
                     pos.append(i)
+                elif e in got:  # read now, not kept (the KG changed meanwhile)
+                    out[i] = got[e]
+                    ok[i] = True
             if idx:
                 out[pos] = self._mat[idx]
                 ok[pos] = True
@@ -132,6 +146,7 @@ class FeatureStore:
     def relation_table(self, refresh: bool = False) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
         """``(types sorted, [R, d] vectors, [R] bool has_vector)`` over the KG's relation catalog (fetched once)."""
         with self._lock:
+            generation = self._follow()
             if self._relations is None or refresh:
                 catalog = self.graph.relation_catalog(refresh=refresh)
                 by_type = {ri.type: ri.rid for ri in catalog.values()}
@@ -144,6 +159,8 @@ class FeatureStore:
                     if v is not None:
                         mat[i] = v
                         ok[i] = True
+                if not self.watch.keep(generation):  # the KG changed while they were read: not kept
+                    return types, mat, ok
                 self._relations = (types, mat, ok)
             return self._relations
 

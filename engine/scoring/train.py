@@ -388,12 +388,14 @@ def train_scorer(
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
     extra_stopwords: Sequence[str] = (),
+    kg_id: str | None = None,
 ) -> TrainResult:
     """Train a triple scorer for ``engine``'s KG from question files (or records) and save it to ``out``.
 
     ``dev``: separate dev questions; by default ``settings.dev_fraction`` of ``qa`` (at most ``dev_max``) is
     held out. ``cache``: the prepared data's cache file (dev data goes to ``<cache>.dev``). ``extra_stopwords``:
     the KG's domain words that entity linking skips (kept in the checkpoint; :mod:`engine.scoring.service`).
+    ``kg_id``: the KG's identity, recorded in the checkpoint.
     """
     from engine.scoring.checkpoint import make_model, save_checkpoint
 
@@ -430,7 +432,7 @@ def train_scorer(
             info={"questions": len(train_data.examples), "dev_questions": len(dev_data.examples),
                   "best_epoch": best_epoch, f"dev_triple_recall@{s.recall_k}": best, "train_s": round(train_s, 1),
                   "seed": s.seed, "settings": settings_record(s)},
-            extra_stopwords=extra_stopwords))
+            extra_stopwords=extra_stopwords, kg_id=kg_id))
         say(f"checkpoint written to {path}")
     return TrainResult(net, path, history, best_epoch, best, train_s, prepare_s, len(train_data.examples),
                        len(dev_data.examples), dict(data.meta.get("skipped", {})), settings_record(s))

@@ -19,6 +19,8 @@ from engine._config import Neo4jSettings, check_kg_name
 from engine._cypher import cypher, identifier, render
 from engine._errors import (ConfigError, DeadlineExceeded, IsoragError, KGLockedError, StoreError,
                             StoreUnavailableError, UnknownRelationError)
+from engine.stores.texts import entity_text
+from engine.stores.version import Cached, VersionWatch
 
 if TYPE_CHECKING:  # pragma: no cover - the driver loads at first use
     import neo4j
@@ -51,6 +53,11 @@ TIMEOUT_CODES = frozenset({
 })
 
 
+def new_kg_id() -> str:
+    """A new KG identity (random: two KGs made under one name, one after the other, never share one)."""
+    return uuid.uuid4().hex
+
+
 def stable_id(*parts: str) -> int:
     """A 63-bit id that is the same in every run: entities, relations and types are keyed by it in both stores."""
     h = hashlib.blake2b("\x1f".join(parts).encode("utf-8"), digest_size=8).digest()
@@ -72,6 +79,12 @@ def relation_id(kg: str, name: str) -> int:
 
 def type_id(kg: str, name: str) -> int:
     return stable_id("t", kg, name)
+
+
+def is_relationship_type(text: str) -> bool:
+    """Whether ``text`` is a relationship type isorag writes: an identifier (``[A-Za-z_][A-Za-z0-9_]*``) that is not
+    one of its own bookkeeping types."""
+    return bool(_REL_TYPE.fullmatch(text)) and text not in RESERVED_TYPES
 
 
 def sanitize_relation(name: str) -> str:
@@ -171,7 +184,9 @@ class GraphStore:
 
             self.uri = LocalNeo4j().uri
         self._driver = get_driver(self.settings, self.uri)
-        self._catalog: dict[int, RelationInfo] | None = None
+        #: the one way this store's caches of the KG follow its version (engine.stores.version)
+        self.watch = VersionWatch(self.version)
+        self._catalog = Cached(self.watch, self._read_catalog)
         self._checked = False
 
     # -- low level ---------------------------------------------------------------------------------
@@ -275,25 +290,43 @@ class GraphStore:
             raise self._translate(e) from e
 
     def version(self) -> dict[str, Any]:
-        """The KG's version: ``seq`` (change sets and loads applied, 0 for none), ``at`` (when, ISO 8601 UTC) and
-        ``stamp`` (moves with every committed batch: what caches derived from the KG are keyed by). One small read."""
+        """The KG's version, one small read: ``seq`` (change sets and loads applied, 0 for none), ``at`` (when,
+        ISO 8601 UTC), ``stamp`` (moves when a change set's batch commits and again when the vectors it made stale
+        are written: what caches derived from the KG follow, :class:`engine.stores.version.VersionWatch`),
+        ``vectors_ts`` (the Milvus timestamp of that last vector write, 0 for none) and ``kg_id`` (the KG's identity,
+        None for a KG made before identities)."""
         rows = self.read_named("kg_version", kg=self.kg)
         if not rows:
-            return {"seq": 0, "at": None, "stamp": 0}
+            return {"seq": 0, "at": None, "stamp": 0, "vectors_ts": 0, "kg_id": None}
         r = rows[0]
-        return {"seq": int(r["seq"] or 0), "at": r["at"], "stamp": int(r["stamp"] or 0)}
+        return {"seq": int(r["seq"] or 0), "at": r["at"], "stamp": int(r["stamp"] or 0),
+                "vectors_ts": int(r["vectors_ts"] or 0), "kg_id": r["kg_id"]}
 
-    def bump_version(self, reason: str) -> int:
-        """A new version after a write that is not a change set (a load, an adoption); returns its number."""
+    def bump_version(self, reason: str, vectors_ts: int = 0) -> int:
+        """A new version after a write that is not a change set (a load, an adoption), once both stores hold it
+        (``vectors_ts``: the Milvus timestamp of its last vector write); returns its number."""
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.ensure_schema()
-        rows, _ = self._write_rows(cypher("changes_bump"), kg=self.kg, at=at, hash=reason)
-        self._catalog = None
+        rows, _ = self._write_rows(cypher("changes_bump"), kg=self.kg, at=at, hash=reason,
+                                   vectors_ts=int(vectors_ts or 0), kg_id=new_kg_id())
+        self.watch.forget()
         return int(rows[0]["seq"])
 
+    def identity(self) -> str | None:
+        """The KG's identity: made with the KG, kept in its version node, recorded by the files made for it (pattern
+        generators, triple scorers), so that a file made for another KG of the same name (dropped and made again
+        since) is refused. None: the KG has none yet (made before identities; its next write gives it one)."""
+        return self.version()["kg_id"]
+
+    def ensure_identity(self) -> str:
+        """The KG's identity, made now if it has none (a write: loads and change sets call it)."""
+        self.ensure_schema()
+        rows, _ = self._write_rows(cypher("kg_identity"), kg=self.kg, kg_id=new_kg_id())
+        return str(rows[0]["kg_id"])
+
     def invalidate(self) -> None:
-        """Forget what this store caches of the KG (its relation catalog)."""
-        self._catalog = None
+        """Forget what this process caches of the KG (every cache that follows :attr:`watch`)."""
+        self.watch.forget()
 
     def verify(self) -> None:
         """Fail fast with the URI when the server is dead."""
@@ -334,11 +367,12 @@ class GraphStore:
             self.write(render("drop_constraint" if kind == "constraint" else "drop_index", name=identifier(name)))
 
     def relation_catalog(self, refresh: bool = False) -> dict[int, RelationInfo]:
-        """rid -> relation info for this KG (cached; refreshed after loads)."""
-        if self._catalog is None or refresh:
-            rows = self.read_named("relation_catalog", kg=self.kg)
-            self._catalog = {r["rid"]: RelationInfo(r["rid"], r["name"], r["type"]) for r in rows}
-        return self._catalog
+        """rid -> relation info for this KG (cached while the KG's version stays: :attr:`watch`)."""
+        return self._catalog.get(refresh)
+
+    def _read_catalog(self) -> dict[int, RelationInfo]:
+        rows = self.read_named("relation_catalog", kg=self.kg)
+        return {r["rid"]: RelationInfo(r["rid"], r["name"], r["type"]) for r in rows}
 
     def relation_types(self) -> frozenset[str]:
         return frozenset(ri.type for ri in self.relation_catalog().values())
@@ -349,7 +383,8 @@ class GraphStore:
         return [r.data() for r in res.records], res.summary.counters
 
     def merge_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
-        """MERGE a batch of entities; returns (created, {eid: stored name} of the entities that existed before).
+        """MERGE a batch of entities; returns (created, {eid: the text its vector is embedded from} of the entities
+        that existed before: :func:`engine.stores.texts.entity_text` of their stored name and description).
 
         Every row's entity whose eid is not in the returned dict was created by this call, under the row's ``name``.
         """
@@ -357,17 +392,19 @@ class GraphStore:
             return 0, {}
         rows = [{**r, "name_key": name_key(r["name"])} for r in rows]
         out, counters = self._write_rows(cypher("merge_entities"), rows=rows, kg=self.kg)
-        return counters.nodes_created, {r["eid"]: r["name"] for r in out}
+        return counters.nodes_created, {r["eid"]: entity_text(r["name"], r["description"]) for r in out}
 
     def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
-        """Entity records: set the name (when the row has one), add types and aliases (``aliases``: a list, may be
-        absent); creates an entity that is missing."""
+        """Entity records (``{eid, key, key_name, name, types, aliases}``): set the name (when the row has one; an
+        entity created here is named ``key_name``, its key's default name), add types and aliases (``aliases``: a
+        list, may be absent); creates an entity that is missing. Returns (created, {eid: the text its vector is
+        embedded from})."""
         if not rows:
             return 0, {}
-        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key"]),
+        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key_name"]),
                  "aliases": list(r.get("aliases") or ())} for r in rows]
         out, counters = self._write_rows(cypher("update_entities"), rows=rows, kg=self.kg)
-        return counters.nodes_created, {r["eid"]: r["name"] for r in out}
+        return counters.nodes_created, {r["eid"]: entity_text(r["name"], r["description"]) for r in out}
 
     def merge_entity_types(self, rows: Sequence[Mapping[str, Any]]) -> int:
         if not rows:
@@ -378,7 +415,7 @@ class GraphStore:
         if not rows:
             return 0
         n = self.write(cypher("merge_relation_types"), rows=list(rows), kg=self.kg).nodes_created
-        self._catalog = None
+        self.watch.forget()
         return n
 
     def merge_relationships(self, groups: Sequence[Mapping[str, Any]],
@@ -398,7 +435,7 @@ class GraphStore:
                 for r in g["rels"]:
                     t = r["type"]
                     if t not in seen:
-                        if not _REL_TYPE.fullmatch(t) or t in RESERVED_TYPES:
+                        if not is_relationship_type(t):
                             raise UnknownRelationError(f"not a valid relationship type: {t!r}")
                         seen.add(t)
         return self.write(cypher("merge_relationships"), merge=list(groups),
@@ -455,7 +492,7 @@ class GraphStore:
             total += n
             if n == 0:
                 break
-        self._catalog = None
+        self.watch.forget()
         return total
 
 

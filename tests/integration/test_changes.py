@@ -95,9 +95,10 @@ def test_the_same_change_set_twice_changes_nothing(loaded: Any) -> None:
 
 def test_triples_between_known_entities_write_no_vector_and_a_new_relation_one(loaded: Any) -> None:
     """Only what is new or changed goes to Milvus: added and removed triples between entities and relations the KG
-    has already write no vector (nothing is queued: no read of Milvus per batch); a new relation gets its vector."""
+    has already write no vector (nothing is queued: no read of Milvus per batch); a new relation gets its vector.
+    (Each entity keeps a triple: one that lost its last would leave, vector and all.)"""
     eng = loaded
-    ops = [AddTriple("Ronin", "directed_by", "Michael Mann"), RemoveTriple("Heat", "release_year", "1995"),
+    ops = [AddTriple("Ronin", "directed_by", "Michael Mann"), RemoveTriple("Collateral", "directed_by", "Michael Mann"),
            AddTriple("Thief", "starred_actors", "Al Pacino")]
     rep = eng.apply(ops, progress=False, batch_size=1)
     assert (rep.added, rep.removed, rep.batches) == (2, 1, 3)

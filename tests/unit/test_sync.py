@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.changes.sync import PARTITION_TRIPLES, SyncReport, _Spill, partition_bounds
+from engine.changes.sync import PARTITION_TRIPLES, SyncReport, Spill, partition_bounds
 from engine.stores.graph import entity_id
 
 
@@ -41,7 +41,7 @@ def test_keys_spread_evenly_over_partitions() -> None:
 
 
 def test_spill_files_give_back_what_was_spilled_per_partition(tmp_path: Path) -> None:
-    spill = _Spill(tmp_path, "file", 3)
+    spill = Spill(tmp_path, "file", 3)
     items = {p: [("T", p, i, "key \u00e9\n\t|", None) for i in range(10_000 + p)] for p in range(3)}
     for i in range(10_002):
         for p in range(3):
@@ -50,7 +50,7 @@ def test_spill_files_give_back_what_was_spilled_per_partition(tmp_path: Path) ->
     spill.close()
     for p in range(3):
         assert list(spill.read(p)) == items[p]
-    assert list(_Spill(tmp_path, "none", 2).read(1)) == []
+    assert list(Spill(tmp_path, "none", 2).read(1)) == []
 
 
 def test_a_report_counts_its_changes_and_says_what_it_did() -> None:

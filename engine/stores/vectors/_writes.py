@@ -85,10 +85,25 @@ class Writes(Reads):
         for start in range(0, len(wanted), QUERY_BATCH):
             chunk = wanted[start : start + QUERY_BATCH].tolist()
             try:
-                res = col.delete(f"{pk} in {chunk}", timeout=DATA_TIMEOUT)
+                col.delete(f"{pk} in {chunk}", timeout=DATA_TIMEOUT)
             except Exception as exc:  # noqa: BLE001
                 raise self._wrap(f"deleting from {self.names[kind]!r}", exc) from exc
-            self._wrote(getattr(res, "timestamp", 0))
+        self._deleted(kind)
+
+    def _deleted(self, kind: str) -> None:
+        """After a delete: Milvus 2.3 answers a delete without its timestamp, so one is taken from the server (a
+        timestamp after the delete), for this process's reads and for :attr:`last_write_ts`."""
+        from pymilvus.client import ts_utils
+        from pymilvus.grpc_gen import milvus_pb2
+
+        try:
+            reply = self._conn._stub.AllocTimestamp(milvus_pb2.AllocTimestampRequest(), timeout=DATA_TIMEOUT)
+            ts = int(reply.timestamp)
+        except Exception:  # noqa: BLE001 - a server without the call (Milvus Lite): reads see the delete later
+            return
+        if ts:
+            ts_utils.update_collection_ts(self.names[kind], ts)
+            self._wrote(ts)
 
     def _wrote(self, ts: int) -> None:
         """Keep the Milvus timestamp of a write (see :meth:`last_write_ts`)."""
@@ -191,10 +206,9 @@ class Writes(Reads):
                 continue
             rows = {int(r[pk]): r for r in self._query(kind, expr, fields, "Strong")}
             try:
-                res = col.delete(expr, timeout=DATA_TIMEOUT)
+                col.delete(expr, timeout=DATA_TIMEOUT)
             except Exception as exc:  # noqa: BLE001
                 raise self._wrap(f"deleting duplicates from {self.names[kind]!r}", exc) from exc
-            self._wrote(getattr(res, "timestamp", 0))
             keep = np.asarray(sorted(rows), dtype=np.int64)
             vecs = np.stack([np.asarray(rows[i][VECTOR_FIELD], dtype=np.float32) for i in keep.tolist()])
             names = [rows[i][NAME_FIELD] for i in keep.tolist()] if kind != "entities" else None
