@@ -56,6 +56,9 @@ MEANING_SPANS = 256
 SPELLING_LINK_MAX = 0.25
 #: ... when it has at least this many letters (folded); shorter spans link only when they fold alike
 SPELLING_LINK_MIN_CHARS = 4
+#: a span of at least this many letters may be two edits from a name; a shorter one, one
+LONG_SPAN_CHARS = 12
+_DIGITS = re.compile(r"\d+")
 #: entities the full-text index returns per query of a text's words
 LINK_FULLTEXT_LIMIT = 64
 FEATURES = ("bias", "words", "chars", "capital", "template", "nested", "nests", "homonyms", "first")
@@ -183,9 +186,13 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
     for i, (a, b, s) in enumerate(sp):
         hit = [e for e in exact.get(s, ()) if e in names]
         if hit:  # the span is a name, as written; with it, the names it equals but for case and accents
-            same = {ents[flat[k][0]].eid for k in range(len(flat)) if d[i][k] == 0.0 and not flat[k][1]
-                    and fold_name(flat[k][2]) == folded[i]} if flat else set()
-            out.append(Candidate(a, b, s, s, tuple(sorted(set(hit) | same)), 0.0, s, "exact"))
+            alike = [k for k in range(len(flat)) if d[i][k] == 0.0 and not flat[k][1]
+                     and fold_name(flat[k][2]) == folded[i]] if flat else []
+            same = {ents[flat[k][0]].eid for k in alike}
+            # a span in lower case written as a lower-case name ("john ritter", a tag) matched the capitalized
+            # one too ("John Ritter", the actor): said so, since its capitals are what a name's are
+            upper = next((flat[k][2] for k in alike if flat[k][2][:1].isupper()), None) if s.islower() else None
+            out.append(Candidate(a, b, s, s, tuple(sorted(set(hit) | same)), 0.0, upper or s, "exact"))
             continue
         if not flat or not folded[i]:
             continue
@@ -194,8 +201,8 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
         if best > 0 and (best > SPELLING_LINK_MAX or len(folded[i].replace(" ", "")) < SPELLING_LINK_MIN_CHARS):
             continue
         at = [k for k in range(len(flat)) if row[k] <= best + 1e-9]
-        if best > 0 and not _same_edges(folded[i], [fold_name(flat[k][2]) for k in at]):
-            continue  # "is vincente minnelli", "a comedy": a stop word at its edge that the name lacks
+        if best > 0 and not _near_enough(folded[i], best, [fold_name(flat[k][2]) for k in at]):
+            continue
         eids = tuple(sorted({ents[flat[k][0]].eid for k in at}))
         # the display name of an entity matched by its name (not an alias) first, then by its alias
         k0 = min(at, key=lambda k: (flat[k][1], flat[k][2] != s, ents[flat[k][0]].eid))
@@ -204,6 +211,19 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
         out.append(Candidate(a, b, s, ent.name or ent.key, eids, SPELLING_SCALE * best, flat[k0][2], how,
                              flat[k0][1]))
     return out
+
+
+def _near_enough(span: str, distance: float, names: Sequence[str]) -> bool:
+    """Whether a span at this spelling distance (> 0) from these names is a near spelling of them: one typo (two
+    in a span of :data:`LONG_SPAN_CHARS` letters or more), the same numbers ("movie 7" is not "Movie 43"), and no
+    stop word at its edge that the name lacks ("is vincente minnelli", "a comedy")."""
+    edits = round(distance * max([len(span), *(len(n) for n in names)]))
+    if edits > (2 if len(span) >= LONG_SPAN_CHARS else 1):
+        return False
+    digits = _DIGITS.findall(span)
+    if not any(_DIGITS.findall(n) == digits for n in names):
+        return False
+    return _same_edges(span, names)
 
 
 def _same_edges(span: str, names: Sequence[str]) -> bool:
@@ -331,12 +351,13 @@ class LinkModel:
     def features(self, cands: Sequence[Candidate], text: str) -> np.ndarray:
         x = np.zeros((len(cands), len(FEATURES)), dtype=np.float64)
         nested, nests = _nesting(cands)
-        # a text written all in lower case says nothing by its capitals: a candidate counts as capitalized when
-        # the name it matched is
+        # a text written all in lower case says nothing by its capitals: a candidate written as a name is
+        # (case aside) counts as capitalized when that name is
         lowered = not any(ch.isupper() for ch in text)
         for i, c in enumerate(cands):
             words = len(c.mention.split())
-            capital = c.mention[:1].isupper() or (lowered and (c.matched or c.name)[:1].isupper())
+            capital = c.mention[:1].isupper() or (lowered and c.distance == 0.0
+                                                  and (c.matched or c.name)[:1].isupper())
             x[i] = (1.0, min(words, MAX_SPAN) / 5.0,
                     math.log1p(len(c.mention)) / 3.0, float(capital),
                     self.template_rate.get(" ".join(w.lower().rstrip(_TRAIL) for w in _WORD.findall(c.mention)), 0.0),

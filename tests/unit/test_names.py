@@ -212,3 +212,12 @@ def test_a_span_is_no_near_spelling_by_a_stop_word_at_its_edge() -> None:
     assert not _same_edges("is vincente minnelli", ["vincente minnelli"])
     assert not _same_edges("a comedy", ["the comedy", "comedy"])
     assert _same_edges("the matirx", ["the matrix"]) and _same_edges("matirx", ["the matrix"])
+
+
+def test_a_near_spelling_is_one_typo_with_the_same_numbers() -> None:
+    from engine.linking.text import _near_enough
+
+    assert _near_enough("haet", 0.25, ["heat"])
+    assert not _near_enough("ritter act", 0.2, ["sister act"])  # two edits in a short span
+    assert _near_enough("jon thomas the elder", 0.1, ["john thomas the elders"])  # two in a long one
+    assert not _near_enough("movie 7", 0.25, ["movie 43"])  # another number
