@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install demo test test-unit typecheck servers stop bench-load bench-metaqa bench-verify bench-scale \
-        bench-scale-full clean
+        bench-scale-full bench-serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ bench-metaqa: servers
 
 bench-verify: servers
 	$(PY) benchmarks/verify.py --limit 400
+
+# isorag serve under 1, 8, 32 and 64 clients, in-process baseline, RSS over 10,000 requests, the explorer's draw
+bench-serve: servers
+	$(PY) benchmarks/serve.py --compare-draw --metaqa ../shared/data/metaqa
 
 bench-scale: servers
 	$(PY) benchmarks/scale.py --edges 100000

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine._config import EngineConfig
-from engine._errors import ConfigError, KGLockedError, KGNotFoundError
+from engine._errors import ConfigError, InputError, KGLockedError, KGNotFoundError
 from engine._secrets import mask_uri
 
 if TYPE_CHECKING:  # pragma: no cover - the components load at first use: `import engine` stays light
@@ -356,6 +356,63 @@ class Engine:
         settings = replace(self.config.match, **match) if match else self.config.match
         return self.retriever.retrieve(pattern, k=k, settings=settings)
 
+    # -- browsing: entity search and neighbourhoods (the service's explorer) -------------------------------
+    def search_entities(self, text: str, *, limit: int = 20, offset: int = 0) -> dict[str, Any]:
+        """Entities whose name contains ``text`` (case folded), best first (the exact name, then names that start
+        with it, then shorter names; equal names: the better connected first): ``{"entities": [{eid, name, key, degree}], "next_offset"}`` for one page of
+        ``limit`` from ``offset``; ``next_offset`` is None on the last page. Reads Neo4j only."""
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("search_entities: give the text to look for (not empty)")
+        if len(text) > SEARCH_TEXT_MAX:
+            raise InputError(f"search_entities: text of {len(text):,} characters; at most {SEARCH_TEXT_MAX}")
+        _check_page(limit, offset, "search_entities")
+        self.require_kg(vectors=False)
+        rows = self.graph.search_entities(text.strip(), limit=limit + 1, skip=offset)
+        more = len(rows) > limit
+        return {"entities": [_entity_row(r) for r in rows[:limit]], "next_offset": offset + limit if more else None}
+
+    def neighbourhood(self, eid: int, *, limit: int = 500, offset: int = 0) -> dict[str, Any]:
+        """One page of the triples around entity ``eid``, either way, in their source direction:
+        ``{"entity": {eid, name, key, degree}, "triples": [{head, relation, tail, head_eid, tail_eid}],
+        "neighbours": [{eid, name, key}], "offset", "next_offset"}``; ``degree`` counts every triple, so pages can
+        be read until ``next_offset`` is None (no cap on the whole). An eid that is no entity of this KG is an
+        :class:`~engine._errors.InputError`."""
+        if isinstance(eid, bool) or not isinstance(eid, int):
+            raise InputError(f"neighbourhood: eid must be an integer, got {eid!r}")
+        _check_page(limit, offset, "neighbourhood")
+        self.require_kg(vectors=False)
+        centre = self.graph.entity(eid)
+        if centre is None:
+            raise InputError(f"neighbourhood: KG {self.kg!r} has no entity with eid {eid}")
+        rows = self.graph.neighbours(eid, limit=limit + 1, skip=offset)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        me = _entity_row(centre)
+        names = {eid: me["name"]}
+        neighbours: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            other = _entity_row(r)
+            names[other["eid"]] = other["name"]
+            neighbours.setdefault(other["eid"], other)
+        triples = [{"head": names[r["head_eid"]], "relation": r["relation"], "tail": names[r["tail_eid"]],
+                    "head_eid": r["head_eid"], "tail_eid": r["tail_eid"]} for r in rows]
+        return {"entity": {**me, "degree": int(centre["degree"])}, "triples": triples,
+                "neighbours": list(neighbours.values()), "offset": offset,
+                "next_offset": offset + limit if more else None}
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        """What this engine's caches served: ``{"text_cache": {"hit", "miss"}}`` (pattern texts found in the
+        embedding cache, or embedded). Makes nothing: zeros before the first retrieval."""
+        r = self._retriever
+        hit, miss = (r.text_cache_hits, r.text_cache_misses) if r is not None else (0, 0)
+        return {"text_cache": {"hit": int(hit), "miss": int(miss)}}
+
+    def list_kgs(self) -> list[dict[str, Any]]:
+        """Every KG of this engine's Neo4j DBMS that has a version (loaded, adopted or changed):
+        ``[{"kg", "version": {"seq", "at"}}]`` by name. Reads Neo4j only."""
+        return [{"kg": r["kg"], "version": {"seq": int(r["seq"] or 0), "at": r["at"]}}
+                for r in self.graph.list_kgs()]
+
     # -- the triple scorer (engine.scoring) ------------------------------------------------------------
     @property
     def scorer(self) -> ScoringService | None:
@@ -581,7 +638,8 @@ class Engine:
 
     def ask_stream(self, query: str, *, pattern: PatternLike | None = None, k: int | None = None,
                    raise_errors: bool = True, route: str | None = None, **match: Any) -> Iterator[StreamEvent]:
-        """:meth:`ask` as events: ``PatternEvent``, ``SubgraphsEvent``, ``TokenEvent``... and ``AnswerEvent``."""
+        """:meth:`ask` as events: ``PatternEvent``, ``SubgraphsEvent``, ``ScoredEvent`` (with a triple scorer),
+        ``TokenEvent``... and ``AnswerEvent``."""
         from engine.answering.drivers import stream
 
         _check_k(k)
@@ -696,6 +754,25 @@ def _recorded_kg_id(path: Path) -> str | None:
         return None
     got = data.get("kg_id") if isinstance(data, dict) else None
     return got if isinstance(got, str) else None
+
+
+#: longest text :meth:`Engine.search_entities` looks for; most items a page of a search or a neighbourhood holds
+SEARCH_TEXT_MAX = 500
+PAGE_MAX = 10_000
+
+
+def _check_page(limit: Any, offset: Any, where: str) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PAGE_MAX:
+        raise InputError(f"{where}: limit must be an integer from 1 to {PAGE_MAX:,}, got {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InputError(f"{where}: offset must be an integer >= 0, got {offset!r}")
+
+
+def _entity_row(r: dict[str, Any]) -> dict[str, Any]:
+    out = {"eid": int(r["eid"]), "name": r.get("name") or r.get("key") or str(r["eid"]), "key": r.get("key") or ""}
+    if r.get("degree") is not None:
+        out["degree"] = int(r["degree"])
+    return out
 
 
 def _check_k(k: Any) -> None:

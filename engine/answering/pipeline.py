@@ -53,6 +53,7 @@ from engine.answering.results import (
     SUPPORTED,
     Answer,
     PatternEvent,
+    ScoredEvent,
     SubgraphsEvent,
     TokenEvent,
     Verdict,
@@ -115,7 +116,7 @@ class Generate(Complete):
 class Emit:
     """An event for the caller of a streaming driver (the other drivers pass over it); the driver sends back None."""
 
-    event: PatternEvent | SubgraphsEvent | TokenEvent
+    event: PatternEvent | SubgraphsEvent | ScoredEvent | TokenEvent
 
 
 Request = Union[Call, Complete, Generate, Emit]
@@ -399,6 +400,8 @@ class Pipeline:
                 with run.stage("scoring"):
                     sr = yield Call(self._score, (r.query, anchors))
                 scored = run.add_scored(sr)
+                if scored:
+                    yield Emit(ScoredEvent(sr))
             # a learned pattern is answered without the LLM (the router kept it to spare the LLM)
             llm = None if r.pattern_source == "learned" else self._llm.get()
             if llm is not None and (matched or scored):
@@ -427,8 +430,11 @@ class Pipeline:
         if not tries:
             return None
         res = None
-        with run.stage("retrieve"):
+        with run.stage("retrieve"):  # (the time a streaming caller holds an event is not the stage's: Run.away)
             for n, (pat, prob) in enumerate(tries):
+                # said before its retrieval, so that a streaming caller shows the pattern while the match runs (a
+                # learned beam pattern that matches nothing is followed by the next one's event)
+                yield Emit(PatternEvent(pat, text))
                 res = yield Call(self._retrieve, (pat, k, match))
                 if res.subgraphs:
                     break
@@ -439,7 +445,6 @@ class Pipeline:
                 r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing: pattern {n + 1} "
                                   f"(probability {prob:.3f}) answers")
         run.set_pattern(pat, text)
-        yield Emit(PatternEvent(pat, text))
         run.set_retrieval(res)
         yield Emit(SubgraphsEvent(r.subgraphs, r.evidence, res))
         return res

@@ -22,6 +22,7 @@ __all__ = [
     "Answer",
     "AnswerEvent",
     "PatternEvent",
+    "ScoredEvent",
     "SubgraphsEvent",
     "StreamEvent",
     "TokenEvent",
@@ -201,8 +202,9 @@ class Verdict:
 
 @dataclass
 class PatternEvent:
-    """The pattern (from the caller or the LLM): the first event, unless there is none and the triple scorer
-    answers alone."""
+    """The pattern (from the caller, the LLM or the learned generator), sent before its retrieval: the first event,
+    unless there is none and the triple scorer answers alone. When a learned beam pattern matches nothing, the next
+    one's event follows: the last before the :class:`SubgraphsEvent` is the pattern that answers."""
 
     pattern: Pattern
     text: str | None
@@ -224,6 +226,18 @@ class SubgraphsEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "subgraphs": _subgraph_dicts(self.subgraphs), "evidence": self.evidence}
+
+
+@dataclass
+class ScoredEvent:
+    """The triple scorer's selected triples with their confidences (only with a scorer: ``config.scorer``), after
+    the :class:`SubgraphsEvent` and before the answer's tokens."""
+
+    scored: ScoringResult
+    kind: str = "scored"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "scored": self.scored.to_dict()}
 
 
 @dataclass
@@ -249,4 +263,4 @@ class AnswerEvent:
 
 
 #: what :meth:`Engine.ask_stream` yields
-StreamEvent = Union[PatternEvent, SubgraphsEvent, TokenEvent, AnswerEvent]
+StreamEvent = Union[PatternEvent, SubgraphsEvent, ScoredEvent, TokenEvent, AnswerEvent]

@@ -52,6 +52,8 @@ from engine.cli.output import one_line, print_answer, print_retrieval
 from engine.cli.queries import cmd_ask, cmd_match, cmd_verify
 from engine.cli.servers import cmd_server
 from engine.cli.training import cmd_train_generator, cmd_train_scorer
+from engine.service import cli as service  # isorag serve, isorag keys (engine/service/cli.py)
+from engine.service.cli import cmd_keys, cmd_serve
 
 # the argument types by the names the parser's tests read them under
 from engine.cli.arguments import in_file as _in_file, out_file as _out_file  # noqa: I001 - kept apart: aliases
@@ -59,7 +61,8 @@ from engine.cli.arguments import pattern_type as _pattern_type, source_type as _
 
 __all__ = ["DEMO_DIR", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_NOT_CLEAN", "EXIT_OK", "EXIT_PIPE",
            "EPILOG", "build_parser", "cmd_apply", "cmd_ask", "cmd_check", "cmd_demo", "cmd_drop", "cmd_eval",
-           "cmd_load", "cmd_match", "cmd_server", "cmd_stats", "cmd_sync", "cmd_synth", "cmd_train_generator",
+           "cmd_keys", "cmd_load", "cmd_match", "cmd_serve", "cmd_server", "cmd_stats", "cmd_sync", "cmd_synth",
+           "cmd_train_generator",
            "cmd_train_scorer", "cmd_verify", "main", "print_answer", "print_retrieval"]
 
 EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, neo4j status: not
@@ -75,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, **kw: Any) -> argparse.ArgumentParser:
         return sub.add_parser(name, epilog=EPILOG, **kw)
 
-    for concern in (servers, kgs, queries, evaluation, training, demo):
+    for concern in (servers, kgs, queries, evaluation, training, service, demo):
         concern.add_commands(command)
     return p
 

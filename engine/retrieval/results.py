@@ -46,13 +46,21 @@ class Triple:
 
 @dataclass
 class Subgraph:
+    """A matched subgraph: pattern node -> KG entity, its triples, and its GSD, the sum of ``node_distances``
+    (pattern node -> distance of its entity to the node's text; 0 for an unknown) and ``edge_distances`` (pattern
+    edge index -> distance of its relation to the edge's text; 0 for an unknown relation)."""
+
     gsd: float
     mapping: dict[str, Entity]
     triples: list[Triple]
+    node_distances: dict[str, float] = field(default_factory=dict)
+    edge_distances: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"gsd": self.gsd, "mapping": {k: v.to_dict() for k, v in self.mapping.items()},
-                "triples": [t.to_dict() for t in self.triples]}
+                "triples": [t.to_dict() for t in self.triples],
+                "node_distances": dict(self.node_distances),
+                "edge_distances": {str(k): v for k, v in sorted(self.edge_distances.items())}}
 
 
 @dataclass

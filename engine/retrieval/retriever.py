@@ -62,6 +62,9 @@ class Retriever:
         self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        #: texts of :meth:`encode` found in its cache, and embedded (counters for the service's metrics)
+        self.text_cache_hits = 0
+        self.text_cache_misses = 0
         self._text_lock = threading.Lock()
         self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
 
@@ -112,6 +115,8 @@ class Retriever:
                 if v is not None:
                     cache.move_to_end(t)
                     got[t] = v
+            self.text_cache_hits += len(got)
+            self.text_cache_misses += len(unique) - len(got)
         if len(got) < len(unique):
             miss = [t for t in unique if t not in got]
             vecs = self.embedder.encode(miss)  # outside the lock: other queries need not wait for the model
@@ -278,7 +283,9 @@ class Retriever:
         for m in matches:
             triples = [Triple(ent[e.start], cands.type_names.get(e.type, e.type), ent[e.end], ei)
                        for ei, e in sorted(m.edges.items())]
-            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples))
+            node_d = {n: float((cands.nodes.get(n) or {}).get(eid, 0.0)) for n, eid in m.nodes.items()}
+            edge_d = {ei: float(cands.relations.get(ei, {}).get(e.type, 0.0)) for ei, e in m.edges.items()}
+            subgraphs.append(Subgraph(m.gsd, {n: ent[eid] for n, eid in m.nodes.items()}, triples, node_d, edge_d))
         bindings: dict[str, list[AnswerEntity]] = {}
         known_ids = [n.id for n in pat.known_nodes]
         for n in pat.unknown_nodes:

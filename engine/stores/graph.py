@@ -461,6 +461,25 @@ class GraphStore:
         rows = [{"name": n, "name_key": name_key(n)} for n in names]
         return self.read_named("entities_by_name", rows=rows, kg=self.kg) if rows else []
 
+    def search_entities(self, text: str, *, limit: int, skip: int = 0) -> list[dict[str, Any]]:
+        """``{eid, name, key, degree}`` of this KG's entities whose name contains ``text`` (case folded): exact
+        names first, then prefixes, then shorter names; one page."""
+        return self.read_named("entity_search", kg=self.kg, text=text.lower(), limit=limit, skip=skip)
+
+    def entity(self, eid: int) -> dict[str, Any] | None:
+        """``{eid, name, key, degree}`` of an entity of this KG (degree: its KG triples), or None."""
+        rows = self.read_named("entity_degree", kg=self.kg, eid=eid)
+        return rows[0] if rows else None
+
+    def neighbours(self, eid: int, *, limit: int, skip: int = 0) -> list[dict[str, Any]]:
+        """One page of the KG triples around entity ``eid`` (``head_eid``, ``relation``, ``tail_eid`` and the
+        neighbour's ``eid``, ``name``, ``key``), in a stable order."""
+        return self.read_named("entity_neighbours", kg=self.kg, eid=eid, limit=limit, skip=skip)
+
+    def list_kgs(self) -> list[dict[str, Any]]:
+        """Every KG of this DBMS that has a version (``kg``, ``seq``, ``at``), by name."""
+        return self.read_named("kg_list")
+
     def lock(self, purpose: str, ttl_s: float | None = None) -> KGLock:
         """The KG's writer lease (:class:`KGLock`), to hold while writing it."""
         return KGLock(self, purpose, ttl_s)

@@ -86,6 +86,8 @@ def base(f: Files) -> dict[str, tuple[list[tuple[str, str]], list[tuple[str, str
         "apply": ([("changes", f.changes)], [("--kg", KG), ("--quiet", None)]),
         "check": ([], [("--kg", KG), ("--quiet", None)]),
         "sync": ([("path", f.hrt)], [("--kg", KG), ("--quiet", None)]),
+        "serve": ([], [("--port", "0"), ("--keys", f.out), ("--state-dir", f.directory)]),
+        "keys": ([("action", "list")], [("--keys", f.out)]),
     }
 
 

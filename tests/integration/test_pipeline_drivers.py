@@ -132,6 +132,8 @@ def collect(events: list[Any]) -> Answer:
     ans = events[-1].answer
     kinds = [e.kind for e in events[:-1]]
     head = (["pattern"] if ans.pattern is not None else []) + (["subgraphs"] if ans.retrieval is not None else [])
+    # with a triple scorer, its selected triples (ScoredEvent) come before the answer's tokens
+    head += ["scored"] if ans.scored is not None and ans.scored.triples else []
     assert kinds[:len(head)] == head and set(kinds[len(head):]) <= {"token"}, kinds
     if ans.ok:
         assert "".join(e.text for e in events if isinstance(e, TokenEvent)) == ans.text

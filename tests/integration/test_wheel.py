@@ -71,12 +71,14 @@ def test_wheel_carries_the_runtime_files(wheel: tuple[Path, str]) -> None:
                if "__pycache__" not in p.parts}
     assert {"engine/changes/apply.py", "engine/cli/__init__.py", "engine/datasets/metaqa.py"} <= modules
     assert modules <= names, sorted(modules - names)
-    for folder in ("engine/answering/prompts", "engine/data/demo", "engine/servers/neo4j_launcher"):
+    for folder in ("engine/answering/prompts", "engine/data/demo", "engine/servers/neo4j_launcher",
+                   "engine/service/static"):
         want = {p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*")
                 if p.is_file() and "__pycache__" not in p.parts and "target" not in p.parts}
         assert want and want <= names, sorted(want - names)
     assert "engine/servers/neo4j_launcher/src/main/java/isorag/Neo4jServer.java" in names
     assert "engine/py.typed" in names and "loaders/bulk.py" in names
+    assert {"engine/service/static/vendor/sigma.min.js", "engine/service/static/vendor/LICENSE-sigma.txt"} <= names
     assert not any(n.startswith(("tests/", "benchmarks/", "cypher/")) or "__pycache__" in n for n in names)
 
 

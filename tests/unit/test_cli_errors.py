@@ -62,7 +62,7 @@ PATHS = [(name, flag_of(a), PATH_TYPES[a.type]) for name, a in options() if a.ty
 
 
 BASE_NAMES = {"neo4j", "milvus", "load", "stats", "match", "drop", "ask", "verify", "synth", "eval", "train-scorer",
-              "train-generator", "demo", "apply", "check", "sync"}
+              "train-generator", "demo", "apply", "check", "sync", "serve", "keys"}
 
 
 def test_every_subcommand_has_good_arguments_here(files: Files) -> None:

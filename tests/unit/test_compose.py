@@ -14,7 +14,7 @@ import yaml
 from helpers import ROOT
 
 COMPOSE = ROOT / "docker" / "compose.yml"
-REQUIRED = ("NEO4J_PASSWORD", "MILVUS_ROOT_PASSWORD", "MINIO_SECRET_KEY")
+REQUIRED = ("NEO4J_PASSWORD", "MILVUS_ROOT_PASSWORD", "MINIO_SECRET_KEY", "ISORAG_API_KEY")
 SECRETISH = re.compile(r"PASSWORD|SECRET|TOKEN|_KEY\b|_AUTH\b", re.I)
 VAR = re.compile(r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 
@@ -56,7 +56,8 @@ def compose(text: str) -> dict[str, Any]:
 
 
 def _env_values() -> dict[str, str]:
-    return {"NEO4J_PASSWORD": "neo4j-pass-1", "MILVUS_ROOT_PASSWORD": "milvus-pass-1", "MINIO_SECRET_KEY": "minio-pass-1"}
+    return {"NEO4J_PASSWORD": "neo4j-pass-1", "MILVUS_ROOT_PASSWORD": "milvus-pass-1", "MINIO_SECRET_KEY": "minio-pass-1",
+            "ISORAG_API_KEY": "k" * 40}
 
 
 def test_no_secret_has_a_default(text: str) -> None:
@@ -116,3 +117,38 @@ def test_published_ports_bind_loopback_by_default(compose: dict[str, Any]) -> No
     for name, s in svc.items():
         for port in s.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), (name, port)
+
+
+def test_serve_has_its_key_from_the_environment_and_auth_on(compose: dict[str, Any]) -> None:
+    """The service (issue 28): its key from ISORAG_API_KEY (no default), never --no-auth, published on loopback
+    unless BIND_ADDRESS says otherwise, after the stores are ready."""
+    svc = interpolate(compose, _env_values())["services"]
+    serve = svc["serve"]
+    cmd = serve["entrypoint"] + serve["command"]
+    assert cmd[:2] == ["isorag", "serve"] and "--no-auth" not in cmd
+    assert cmd[cmd.index("--host") + 1] == "0.0.0.0"  # inside its container; the published port decides who reaches it
+    env = serve["environment"]
+    assert env["ISORAG_API_KEY"] == "k" * 40 and env["ISORAG_API_KEY_ROLE"] == "read"
+    assert env["MILVUS_TOKEN"] == "root:milvus-pass-1" and env["NEO4J_PASSWORD"] == "neo4j-pass-1"
+    assert serve["ports"] == ["127.0.0.1:8750:8750"]
+    assert serve["depends_on"]["milvus-init"]["condition"] == "service_completed_successfully"
+    assert "healthz" in " ".join(serve["healthcheck"]["test"])
+    exposed = interpolate(compose, {**_env_values(), "BIND_ADDRESS": "0.0.0.0"})["services"]["serve"]
+    assert exposed["ports"] == ["0.0.0.0:8750:8750"]
+
+
+def test_the_env_key_is_checked_and_accepted(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine._errors import ConfigError
+    from engine.service.keys import KeyStore, key_from_env
+
+    monkeypatch.setenv("ISORAG_API_KEY", "short")
+    with pytest.raises(ConfigError, match="at least 32"):
+        key_from_env()
+    key = "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0aGlzaXM="
+    monkeypatch.setenv("ISORAG_API_KEY", key)
+    monkeypatch.setenv("ISORAG_API_KEY_KGS", "films, music")
+    store = KeyStore(tmp_path / "keys.json", env_key=key_from_env())
+    found = store.check(key)
+    assert found is not None and found.role == "read" and found.kgs == ("films", "music")
+    assert found.allows("films", "read") and not found.allows("films", "write") and not found.allows("other", "read")
+    assert store.check(key[:-1]) is None and not (tmp_path / "keys.json").exists()

@@ -123,7 +123,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine.answering",),  # the answering pipeline and its drivers
     ("engine.evaluation",),  # synth ground truth, metrics
     ("engine.integrations",),  # LangChain
-    ("engine", "engine._engine", "engine.jobs", "engine.cli"),  # the Engine facade, batch jobs, the command
+    # the Engine facade, batch jobs, the command, the HTTP service (its commands are registered by the command)
+    ("engine", "engine._engine", "engine.jobs", "engine.cli", "engine.service"),
 ]
 
 

@@ -12,7 +12,7 @@ EXPORTED = {
     "Engine", "EngineConfig", "MatchSettings", "MilvusSettings", "Neo4jSettings", "VerifySettings",
     "Pattern", "RetrievalResult", "Subgraph", "Triple", "Entity", "AnswerEntity",
     "Answer", "Verdict", "SUPPORTED", "REFUTED", "NOT_ENOUGH_INFO", "LABELS",
-    "PatternEvent", "SubgraphsEvent", "TokenEvent", "AnswerEvent",
+    "PatternEvent", "ScoredEvent", "SubgraphsEvent", "TokenEvent", "AnswerEvent",
     "LLM", "LLMConfig", "LLMStats", "OpenAILLM", "LangChainLLM", "make_llm",
     "IsoragError", "ConfigError", "StoreError", "StoreUnavailableError", "SchemaMismatchError", "LocalServerError",
     "OfflineImportError", "KGLockedError", "KGNotFoundError",
