@@ -216,7 +216,8 @@ class Retriever:
 
     def nearest_by_meaning(self, vecs: np.ndarray, k: int) -> list[dict[int, float]]:
         """Per vector, the ``k`` entities nearest by embedding over their names, and over their aliases where the
-        KG has any (an entity at the smaller of its distances): eid -> distance."""
+        KG has any (each collection searched for its ``k`` nearest; an entity returned by both is at the smaller of
+        its distances): eid -> distance."""
         res = self.vectors.search("entities", vecs, k)
         out = [{int(eid): float(d) for eid, d in hits} for hits in res]
         if self.has_aliases():

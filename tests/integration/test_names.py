@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine._config import MatchSettings
@@ -111,6 +111,8 @@ def test_alias_vectors_are_searched_with_the_names(names_kg: Any, embedder: Any)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(name="Big Blue", seed=9099, k_node=2)  # "Bgi Blue": IBM's name vector returned, its alias's not
+@example(name="Joe Thomas", seed=357, k_node=2)  # "JoeThomas": a space dropped, no word in common
 @given(name=st.sampled_from(["Heat", "Collateral", "Michael Mann", "Steven Spielberg", "Jean-Pierre Jeunet",
                              "International Business Machines", "Big Blue", "Joe Thomas"]),
        seed=st.integers(0, 10_000), k_node=st.sampled_from([2, 4, 8]))
@@ -129,16 +131,22 @@ def test_every_candidate_distance_is_the_node_distance(names_kg: Any, embedder: 
                                "n.isorag_name AS name, coalesce(n.isorag_aliases, []) AS aliases", eids=list(node))
     q = embedder.encode([written])[0]
     euclid_all = {}
+    each: dict[int, list[float]] = {}
     for r in rows:
         texts = [r["name"], *r["aliases"]]
         e = np.linalg.norm(embedder.encode(texts) - q[None, :], axis=1)
         euclid_all[r["eid"]] = (float(e.min()), min(spelling_distance(written, t) for t in texts))
+        each[r["eid"]] = [float(x) for x in e]
     for eid, d in node.items():
         emb, sp = euclid_all[eid]
         m = cands.names[written][eid]
         assert m.distance == d
-        if m.spelling is None:  # not found by the spelling search: its embedding distance (its spelling is far)
-            assert d == pytest.approx(emb, abs=2e-4) and SPELLING_SCALE * sp >= emb - 2e-4, (written, eid, d, emb, sp)
+        if m.spelling is None:  # not found by the spelling search: its embedding distance (its spelling is far),
+            # that of its name's vector or of an alias's, whichever the k-nearest searches returned (an alias
+            # vector that was not among the k nearest aliases is not looked at: found by hypothesis, below)
+            # (its spelling is not measured: "JoeThomas" shares no word, within one edit, with "Joe Thomas", so
+            # the index does not find it, near as it is letter by letter: found by hypothesis, below)
+            assert any(d == pytest.approx(x, abs=2e-4) for x in each[eid]) and d >= emb - 2e-4, (written, eid, d, emb)
             continue
         assert m.spelling == pytest.approx(sp, abs=1e-9)
         if m.embedding is None:  # found by spelling alone: farther by meaning than the k nearest

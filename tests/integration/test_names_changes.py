@@ -120,7 +120,9 @@ class AliasMachine(RuleBasedStateMachine):
         assert alias_rows_in_milvus(eng) == {alias_id(kg, entity_id(kg, k), a) for k, v in want.items() for a in v}
         for k, v in want.items():
             res = eng.retrieve(Pattern.from_triples([(v[-1], "directed_by", "UNKNOWN 1")]), k=1)
-            assert res.names[v[-1]].name == k and res.names[v[-1]].alias
+            # an alias two entities share reaches one of them (found by hypothesis: "Big Fish" for Heat and Jaws)
+            holders = {key for key, names in want.items() if v[-1] in names}
+            assert res.names[v[-1]].name in holders and res.names[v[-1]].alias
 
 
 def test_alias_changes_follow_a_model(neo4j_uri: str, milvus_uri: str, embedder: Any, tmp_path: Path) -> None:
