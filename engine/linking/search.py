@@ -7,10 +7,13 @@ The candidates of a text ``v`` with ``k`` wanted:
 * ``V``: the ``k`` entities nearest by embedding (over names, and over aliases where the KG has any), as the
   caller's vector search found them; ``D`` the largest of their distances (infinite when fewer than ``k`` came
   back: the KG has no more);
-* ``S``: the entities the spelling search finds for ``v``: those the full-text index returns (a word within one
-  edit of a word of ``v``; at most :data:`FULLTEXT_LIMIT`, by the index's ranking) and those whose name is ``v``
-  exactly. Their spelling distance is measured over their name and aliases; at most ``k`` of those not in ``V``
-  are kept, nearest by spelling, where ``SPELLING_SCALE * spelling <= D``.
+* ``S``: the entities the spelling search finds for ``v``: those whose name is ``v`` exactly and, where no
+  entity's name is (:func:`lookup_written`), those the full-text index returns (a word within one edit of a word
+  of ``v``; at most :data:`FULLTEXT_LIMIT`, by the index's ranking). Their spelling distance is measured over
+  their name and aliases; at most ``k`` of those not in ``V`` are kept, nearest by spelling, where
+  ``SPELLING_SCALE * spelling <= D``. A text written as the KG writes a name thus costs one indexed look-up beside
+  the vector search, as it did before spellings were searched; only a text that is no entity's name asks the
+  full-text index (its fuzzy terms cost the index milliseconds, and Neo4j's CPU while the text is embedded).
 
 A candidate's distance is ``min(embedding, SPELLING_SCALE * spelling)`` where the spelling search found it, and its
 embedding distance where it did not (an entity that shares no word, within one edit, with the text: the spelling
@@ -34,7 +37,8 @@ from engine.stores.graph import name_key
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import CypherReader
 
-__all__ = ["FULLTEXT_INDEX", "FULLTEXT_LIMIT", "EntityNames", "best_matches", "lookup_names", "name_candidates"]
+__all__ = ["FULLTEXT_INDEX", "FULLTEXT_LIMIT", "EntityNames", "best_matches", "lookup_names", "lookup_written",
+           "name_candidates"]
 
 #: the full-text index over entity names and aliases (created with the KG's schema, ``cypher/schema.cypher``)
 FULLTEXT_INDEX = "isoragentity_names"
@@ -89,6 +93,22 @@ def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[s
         got = by_text[i] if i < n else by_name[i - n]
         if eid not in got:
             got.append(eid)
+    return by_text, by_name, names
+
+
+def lookup_written(graph: CypherReader, texts: Sequence[str], *,
+                   limit: int = FULLTEXT_LIMIT) -> tuple[list[list[int]], list[list[int]], dict[int, EntityNames]]:
+    """The spelling search of written names (a pattern's named nodes): each text looked up as a name exactly, then
+    the texts that are no entity's name looked up in the full-text index (a second read, only for those). Returns
+    what :func:`lookup_names` returns with ``texts`` as both lists (no full-text hits for a text found exactly)."""
+    _, by_name, names = lookup_names(graph, [], texts, limit=limit)
+    rest = [i for i, hits in enumerate(by_name) if not hits]
+    by_text: list[list[int]] = [[] for _ in texts]
+    if rest:
+        fuzzy, _, more = lookup_names(graph, [texts[i] for i in rest], [], limit=limit)
+        for i, hits in zip(rest, fuzzy):
+            by_text[i] = hits
+        names.update((e, n) for e, n in more.items() if e not in names)
     return by_text, by_name, names
 
 

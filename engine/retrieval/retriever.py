@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from engine._config import MatchSettings
 from engine._errors import PatternError
 from engine.linking.names import NameMatch, normalize_name
-from engine.linking.search import lookup_names, name_candidates
+from engine.linking.search import lookup_written, name_candidates
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
@@ -149,7 +149,7 @@ class Retriever:
                             typed[n.id] = n.type_hint
         type_texts = sorted(set(typed.values()))
         # the search by spelling needs no vector: it runs in Neo4j while the texts are embedded and searched in Milvus
-        spelled = self._reader().submit(lookup_names, self.graph, node_texts, node_texts) if node_texts else None
+        spelled = self._reader().submit(lookup_written, self.graph, node_texts) if node_texts else None
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
         vecs = self.encode(texts)
@@ -238,10 +238,9 @@ class Retriever:
     def named_candidates(self, texts: Sequence[str], vec_hits: Sequence[Mapping[int, float]], k: int,
                          spelled: Any = None) -> dict[str, dict[int, NameMatch]]:
         """text -> its candidates by meaning and by spelling (:mod:`engine.linking.search`). ``spelled``: the
-        search by spelling already under way (a future of :func:`~engine.linking.search.lookup_names` over
+        search by spelling already under way (a future of :func:`~engine.linking.search.lookup_written` over
         ``texts``), else it is read now."""
-        by_text, by_name, names = (spelled.result() if spelled is not None
-                                   else lookup_names(self.graph, texts, texts))
+        by_text, by_name, names = spelled.result() if spelled is not None else lookup_written(self.graph, texts)
         found = [a + [e for e in b if e not in a] for a, b in zip(by_text, by_name)]
         return dict(zip(texts, name_candidates(texts, vec_hits, k, found, names)))
 

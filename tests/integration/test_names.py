@@ -155,6 +155,20 @@ def test_every_candidate_distance_is_the_node_distance(names_kg: Any, embedder: 
             assert d == pytest.approx(min(emb, SPELLING_SCALE * sp), abs=2e-4), (written, eid, d, emb, sp)
 
 
+def test_only_a_text_that_is_no_name_asks_the_fulltext_index(names_kg: Any) -> None:
+    """A name written as the KG writes it is read exactly (no full-text query: the exact path costs what it did
+    before spellings were searched); a typo, another case or an alias goes to the full-text index."""
+    from engine.linking.search import lookup_written
+
+    texts = ["Heat", "Haet", "heat", "Big Blue"]
+    by_text, by_name, names = lookup_written(names_kg.graph, texts)
+    heat = by_name[0]
+    assert len(heat) == 1 and names[heat[0]].name == "Heat"
+    assert by_text[0] == []  # found exactly: the index is not asked
+    assert heat[0] in by_text[1] and heat[0] in by_text[2] and by_name[1] == by_name[2] == []
+    assert [names[e].name for e in by_text[3]][:1] == ["International Business Machines"]
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["Heat", "Haet", "heat", "Colateral", "Jaws", "Michael Man", "Big Blue", "Matrix"]),
        rel=st.sampled_from(["directed_by", "release year", "UNKNOWN relation 1"]), k=st.integers(1, 4),
