@@ -1,4 +1,5 @@
-# isorag: `make demo` sets everything up and runs the demo; `make test` runs the tests; `make typecheck` runs mypy.
+# isorag: `make demo` sets everything up and runs the demo; `make test` runs the tests; `make lint` runs ruff and
+# mypy; `make bench-smoke` runs every benchmark's smoke mode.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -7,8 +8,8 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-unit typecheck servers stop bench-load bench-metaqa bench-verify bench-scale \
-        bench-scale-full bench-serve clean
+.PHONY: install demo test test-unit typecheck lint servers stop bench-load bench-metaqa bench-verify bench-scale \
+        bench-scale-full bench-serve bench-smoke clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +33,11 @@ test: servers
 typecheck: install
 	$(PY) -m mypy
 
+# ruff over the repository ([tool.ruff] in pyproject.toml), then mypy
+lint: install
+	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
+
 # tests/unit only: no server is started (tests/unit/conftest.py refuses to start one)
 test-unit: install
 	$(PY) -m pytest -q -p no:cacheprovider -m "not integration" tests/unit $(PYTEST_ARGS)
@@ -40,8 +46,9 @@ stop:
 	-$(VENV)/bin/isorag neo4j stop
 	-$(VENV)/bin/isorag milvus stop
 
+# the datasets: $ISORAG_DATA (default: shared/data beside the repository; see docs/benchmarks.md)
 bench-load: servers
-	$(PY) benchmarks/load.py --kb ../shared/data/metaqa/kb.txt
+	$(PY) benchmarks/load.py
 
 bench-metaqa: servers
 	$(PY) benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold
@@ -59,6 +66,10 @@ bench-scale: servers
 # the whole curve (the 10M size needs about 2 GB of TSV, tens of GB of stores and hours on 2 cores)
 bench-scale-full: servers
 	$(PY) benchmarks/scale.py --edges 100000,1000000,10000000
+
+# every benchmark with --smoke: tiny sizes, the bundled demo data, under a minute each; each must end with its JSON line
+bench-smoke: servers
+	PY=$(PY) .ci/bench-smoke
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -35,9 +35,7 @@ def _hits(names: list[str], gold: set[str]) -> tuple[bool, bool]:
 
 def forget(eng: Any, text: str) -> None:
     """Drop one text from the retriever's embedding cache (benchmark only: a topic seen for the first time)."""
-    retriever = eng.retriever
-    with retriever._text_lock:
-        retriever._text_cache.pop(text, None)
+    eng.retriever.forget_text(text)
 
 
 def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]], *, name: str, k: int,
@@ -186,7 +184,8 @@ def split(items: list[dict[str, Any]], share: float, seed: int) -> tuple[list[di
 def print_summary(result: dict[str, Any]) -> None:
     for hop in result["questions"]:
         print(f"{hop}: {result['questions'][hop]} questions  linking {result['linking_acc'][hop]:.4f}  pattern "
-              f"{result['pattern_acc'][hop]:.4f}  Hits@1 {result['hits1'][hop]:.4f} (gold {result['hits1_gold'][hop]:.4f})"
+              f"{result['pattern_acc'][hop]:.4f}  Hits@1 {result['hits1'][hop]:.4f} "
+              f"(gold {result['hits1_gold'][hop]:.4f})"
               f"  Hits@3 {result['hits3'][hop]:.4f} (gold {result['hits3_gold'][hop]:.4f})", flush=True)
     print(f"latency p50 (ms): {result['p50_ms']}\nlatency p95 (ms): {result['p95_ms']}")
     print(f"the same questions with their gold patterns given, through the same Engine.ask: p50 "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine._errors import InputError
+from engine import InputError
 
 SPLITS = ("dev", "test")
 

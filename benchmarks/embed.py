@@ -1,8 +1,9 @@
 """Embedding throughput, query latency and fidelity of the embedding backends on MetaQA entity names.
 
     python benchmarks/embed.py [--limit 43000] [--backend torch,onnx,onnx-q8] [--threads 1,2] [--repeats 3]
+    python benchmarks/embed.py --smoke      # 300 names of the bundled demo KB, onnx, one thread, one repeat
 
-Throughput: names/s embedding ``--limit`` entity names of /work/shared/data/metaqa/kb.txt (shuffled, fixed
+Throughput: names/s embedding ``--limit`` entity names of ``--kb`` (MetaQA's kb.txt; shuffled, fixed
 seed), best and median of ``--repeats`` runs per backend and thread count (the machine is shared: the
 best is the figure, the median shows the noise). Latency: one query of 3 short strings, median and best
 of 50. Fidelity against torch (sentence-transformers): cosine of each ONNX backend's vectors with torch's
@@ -29,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks._common import emit  # noqa: E402  (sets HF_HUB_OFFLINE, TOKENIZERS_PARALLELISM)
+from benchmarks._common import DATA, DEMO, emit, parse_args
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from engine.embeddings import AUTO_CPU_BACKEND, BACKENDS, OnnxEmbedder, load_embedder  # noqa: E402
+from engine.embeddings import AUTO_CPU_BACKEND, BACKENDS, OnnxEmbedder, load_embedder
 
-KB = Path(os.environ.get("METAQA_KB", "/work/shared/data/metaqa/kb.txt"))
+KB = Path(os.environ.get("METAQA_KB") or DATA / "metaqa" / "kb.txt")
 
 
 def entity_names(path: Path) -> list[str]:
@@ -123,13 +124,15 @@ def main() -> None:
     ap.add_argument("--nn-queries", type=int, default=500)
     ap.add_argument("--no-fidelity", action="store_true")
     ap.add_argument("--no-intra", action="store_true", help="skip the intra-op-threads comparison rows")
-    args = ap.parse_args()
+    ap.add_argument("--kb", type=Path, default=KB, help="the KB whose entity names are embedded")
+    args = parse_args(ap, {"kb": DEMO / "kb.txt", "limit": 300, "backend": "onnx", "threads": "1", "repeats": 1,
+                           "fidelity_n": 100, "nn_db": 500, "nn_queries": 20})
 
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
-    names = entity_names(KB)
+    names = entity_names(args.kb)
     bench = names[: args.limit]
-    print(f"{len(names)} entity names in {KB}; throughput on {len(bench)}, batch {args.batch_size}", flush=True)
+    print(f"{len(names)} entity names in {args.kb}; throughput on {len(bench)}, batch {args.batch_size}", flush=True)
 
     result: dict[str, Any] = {
         "benchmark": "embed",

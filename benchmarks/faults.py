@@ -1,6 +1,7 @@
 """A bounded fault campaign: kill -9 the stores under loads and queries, race loaders, feed bad input.
 
     python benchmarks/faults.py [--quick] [--kills N] [--keep] [--seed S] [--neo4j-port P] [--milvus-port P]
+    python benchmarks/faults.py --smoke     # 200 triples, no kill (--kills 0: parts 2-4 skipped), 4 bad inputs
 
 Everything runs on PRIVATE servers: a Neo4j and a Milvus started here (``isorag neo4j|milvus start`` in a
 subprocess) with their own ``ISORAG_HOME`` under a temporary directory (``/tmp/isorag-faults-XXXX``; the Neo4j
@@ -88,10 +89,10 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
-from _common import RESULTS, ROOT, percentile
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import RESULTS, ROOT, parse_args, percentile
 
 PY = sys.executable
 TRACEBACK = "Traceback (most recent call last)"
@@ -353,14 +354,15 @@ class Private:
         return []
 
     def milvus_pids(self) -> list[int]:
-        from engine.servers.milvus import _alias
+        from engine.servers.milvus import LocalMilvus
 
         home = self.home / "milvus"
         try:
             pid = int(json.loads((home / "server.json").read_text())["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return []
-        if _alias(home) not in _cmdline(pid):  # the relay's command line holds the server's, alias included
+        # the relay's command line holds the server's, alias included
+        if LocalMilvus(home=home).alias not in _cmdline(pid):
             return []
         return [p for p in _descendants(pid) if _alive(p)] + [pid]
 
@@ -404,9 +406,9 @@ class Private:
         """SIGKILL any process left that runs from the private home (its path, or the private Milvus' alias, in
         its command line: only processes this campaign started), e.g. a server spawned by a start that Ctrl-C cut
         short before its pid was written."""
-        from engine.servers.milvus import _alias
+        from engine.servers.milvus import LocalMilvus
 
-        marks = (str(self.home), _alias(self.home / "milvus"))
+        marks = (str(self.home), LocalMilvus(home=self.home / "milvus").alias)
         me = os.getpid()
         found = []
         for d in Path("/proc").iterdir():
@@ -454,14 +456,12 @@ def answer_sig(res: Any) -> tuple:
 
 
 def make_engine(priv: Private, kg: str, embedder: Any = None) -> Any:
-    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
-    eng = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=priv.neo_uri), milvus=MilvusSettings(uri=priv.mil_uri)),
-                 llm=False)
-    if embedder is not None:
-        eng._embedder = embedder  # one model in this process
-    return eng
+    # embedder: one model shared by the engines of this process
+    return Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=priv.neo_uri), milvus=MilvusSettings(uri=priv.mil_uri)),
+                  llm=False, embedder=embedder)
 
 
 def snapshot(eng: Any) -> dict[str, Any]:
@@ -502,7 +502,7 @@ def empty_snapshot() -> dict[str, Any]:
 
 
 def snapshot_or_empty(eng: Any) -> dict[str, Any]:
-    from engine._errors import KGNotFoundError
+    from engine import KGNotFoundError
 
     try:
         return snapshot(eng)
@@ -600,7 +600,7 @@ class Loader:
 
 def lease_holder(graph: Any) -> dict[str, Any] | None | str:
     """The KG's lease holder, None when free, "unknown" when Neo4j does not answer."""
-    from engine._errors import IsoragError
+    from engine import IsoragError
 
     try:
         return graph.lock_holder()
@@ -646,7 +646,7 @@ class QueryLoad:
             t.start()
 
     def _run(self, tid: int) -> None:
-        from engine._errors import IsoragError
+        from engine import IsoragError
 
         i = tid
         while not self.stop_ev.is_set():
@@ -678,7 +678,7 @@ class QueryLoad:
             events = list(self.events)
         out: dict[str, Any] = {"calls": len(events), "during": collections.Counter(), "outside": collections.Counter(),
                                "typed_by_type": collections.Counter(), "examples": []}
-        for t0, t1, p, outcome, detail in events:
+        for _t0, t1, p, outcome, detail in events:
             during = any(a <= t1 <= b + 0.5 for a, b in windows)
             out["during" if during else "outside"][outcome] += 1
             if outcome == "typed":
@@ -704,7 +704,7 @@ class QueryLoad:
 
 def probe_recovery(eng: Any, expected: tuple, tally: Tally, timeout: float) -> tuple[float | None, dict[str, int]]:
     """Retrieve PATTERNS[0] through ``eng`` until the answer is the expected one: seconds taken, or None."""
-    from engine._errors import IsoragError
+    from engine import IsoragError
 
     t0 = time.monotonic()
     errs: collections.Counter[str] = collections.Counter()
@@ -715,7 +715,7 @@ def probe_recovery(eng: Any, expected: tuple, tally: Tally, timeout: float) -> t
             errs["wrong"] += 1
         except IsoragError as e:
             errs[type(e).__name__] += 1
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - an untyped exception is a finding: counted, with its traceback
             errs[f"untyped {type(e).__name__}"] += 1
             tally.traceback("retrieve (recovery probe)", traceback.format_exc())
         time.sleep(0.25)
@@ -750,7 +750,7 @@ class Campaign:
         return ld
 
     def graph(self, kg: str) -> Any:
-        from engine._config import Neo4jSettings
+        from engine import Neo4jSettings
         from engine.stores.graph import GraphStore
 
         return GraphStore(Neo4jSettings(uri=self.priv.neo_uri), kg)
@@ -790,7 +790,6 @@ class Campaign:
         t_kill = time.monotonic()
         pids = self.priv.kill(which)
         restart_s = self.priv.start(which)
-        t_up = time.monotonic()
         rec_s, errs = probe_recovery(self.engines["ref"], self.expected[0], self.tally, self.args.recovery_timeout)
         t_back = time.monotonic()
         self.windows.append((t_kill, t_back))
@@ -989,7 +988,7 @@ class Campaign:
 
     # 6 ---------------------------------------------------------------------------------------------------
     def throughput(self) -> None:
-        from engine._errors import IsoragError
+        from engine import IsoragError
 
         threads, per = self.args.threads, self.args.per_thread
         log(f"part 6: {threads} threads x {per} retrievals on 'ref' through one Engine")
@@ -1016,7 +1015,7 @@ class Campaign:
                     with lock:
                         bad[f"typed {type(e).__name__}"] += 1
                     self.tally.problem(f"part 6: retrieve raised {type(e).__name__} without a fault: {one_line(e)}")
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - an untyped exception is a finding: counted
                     with lock:
                         bad["untyped"] += 1
                     self.tally.traceback("part 6 retrieve", traceback.format_exc())
@@ -1079,6 +1078,8 @@ class Campaign:
             ("load: missing file", ["load", str(d / "missing.txt"), "--kg", "f_bad", "--quiet"], None, (2,)),
             ("match: KG that does not exist", ["match", pat, "--kg", "f_none"], None, (2,)),
         ]
+        if self.args.bad_inputs is not None:
+            cases = cases[:self.args.bad_inputs]
         log(f"part 7: {len(cases)} bad inputs through the CLI")
 
         def run(case: tuple[str, list[str], dict[str, str] | None, tuple[int, ...]]) -> dict[str, Any]:
@@ -1133,7 +1134,7 @@ class Campaign:
 
     def drop(self, kg: str) -> str | None:
         """Drop a private KG (checked, or at the end); what happened, None if it was not there."""
-        from engine._errors import IsoragError, KGNotFoundError
+        from engine import IsoragError, KGNotFoundError
 
         eng = self.engine(kg)
         try:
@@ -1149,7 +1150,7 @@ class Campaign:
         except IsoragError as e:
             self.tally.problem(f"dropping KG {kg!r} failed: {one_line(e)}")
             return f"drop failed: {one_line(e, 200)}"
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - an untyped exception is a finding: its traceback kept
             self.tally.traceback(f"drop of {kg!r}", traceback.format_exc())
             return "drop raised an untyped exception"
 
@@ -1180,6 +1181,14 @@ def run_campaign(args: argparse.Namespace, priv: Private, tally: Tally, camp: Ca
     camp.reference()
     camp.throughput()
     camp.concurrent_loads()
+    if args.kills:
+        kill_parts(args, tally, camp)
+    camp.bad_inputs()
+
+
+def kill_parts(args: argparse.Namespace, tally: Tally, camp: Campaign) -> None:
+    """Parts 2, 3 and 4: kills of each server during loads, with queries running, and (without --quick) during
+    queries alone."""
     ref_eng = camp.engines["ref"]
     camp.queries = QueryLoad(ref_eng, camp.expected, tally, args.query_threads, args.query_pause)
     camp.queries.start()
@@ -1203,13 +1212,13 @@ def run_campaign(args: argparse.Namespace, priv: Private, tally: Tally, camp: Ca
     camp.parts["queries_under_kills"] = qs
     log(f"part 4: {qs['calls']} queries: during outages {qs['during']}, outside {qs['outside']}; "
         f"recovered after {qs['recovered']} of {qs['kills']} kills")
-    camp.bad_inputs()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller campaign (5,000 triples, 16 x 100 retrievals)")
-    ap.add_argument("--kills", type=int, default=5, help="kill -9 per server and part (default 5)")
+    ap.add_argument("--kills", type=int, default=5, help="kill -9 per server and part (default 5; 0: no kill, "
+                                                          "parts 2-4 skipped)")
     ap.add_argument("--triples", type=int, default=None, help="synthetic KG size (default 20,000; --quick 5,000)")
     ap.add_argument("--batch-size", type=int, default=None, help="load batch (default 1,000; --quick 500)")
     ap.add_argument("--threads", type=int, default=16, help="part 6 threads")
@@ -1232,14 +1241,16 @@ def main() -> int:
     ap.add_argument("--tmp", default="/tmp", help="where the private home is made")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", action="store_true", help="keep the private home (data, logs) afterwards")
-    args = ap.parse_args()
+    ap.add_argument("--bad-inputs", type=int, default=None, help="part 7: only the first N bad inputs")
+    args = parse_args(ap, {"quick": True, "kills": 0, "triples": 200, "batch_size": 100, "threads": 2,
+                           "per_thread": 5, "concurrent": 2, "bad_inputs": 4})
     args.triples = args.triples or (5_000 if args.quick else 20_000)
     args.batch_size = args.batch_size or (500 if args.quick else 1_000)
     args.per_thread = args.per_thread or (100 if args.quick else 1_000)
     if args.separate_query_kills is None:
         args.separate_query_kills = not args.quick
-    if args.kills < 1 or args.triples < 50 or args.threads < 1 or args.per_thread < 1 or args.concurrent < 2:
-        ap.error("--kills, --threads, --per-thread >= 1; --triples >= 50; --concurrent >= 2")
+    if args.kills < 0 or args.triples < 50 or args.threads < 1 or args.per_thread < 1 or args.concurrent < 2:
+        ap.error("--kills >= 0; --threads, --per-thread >= 1; --triples >= 50; --concurrent >= 2")
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -1265,7 +1276,7 @@ def main() -> int:
         error = str(e)
         log(f"campaign stopped: {e}")
     except Exception as e:  # noqa: BLE001 - an engine exception that is not an IsoragError is a finding
-        from engine._errors import IsoragError
+        from engine import IsoragError
 
         error = f"{type(e).__name__}: {one_line(e, 600)}"
         if isinstance(e, IsoragError):
@@ -1280,7 +1291,7 @@ def main() -> int:
                     log("dropping the private KGs")
                     try:
                         drops = camp.drop_all()
-                    except Exception as e:  # noqa: BLE001
+                    except Exception as e:  # noqa: BLE001 - the servers are stopped below whatever the drops raised
                         drops = {"error": one_line(e)}
                 camp.close()
             from engine.stores.graph import close_drivers
@@ -1349,7 +1360,7 @@ def main() -> int:
                            "neo4j": priv.neo_uri if priv else None, "milvus": priv.mil_uri if priv else None},
                   args=vars(args), load_avg=[round(x, 2) for x in os.getloadavg()])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / ("faults_quick.json" if args.quick else "faults.json")
+    out = RESULTS / ("faults.smoke.json" if args.smoke else "faults_quick.json" if args.quick else "faults.json")
     out.write_text(json.dumps(detail, indent=2, default=str) + "\n")
 
     print(f"fault campaign ({result['mode']}, {args.triples:,} triples) in {result['wall_s']:.0f} s: "
@@ -1369,7 +1380,7 @@ def main() -> int:
     if error:
         print(f"  campaign error: {error}")
     print(f"  details: {out.relative_to(ROOT)}")
-    print(json.dumps(result, separators=(",", ":"), default=str))
+    print(json.dumps({"smoke": True, **result} if args.smoke else result, separators=(",", ":"), default=str))
     if failed:
         return 1
     if interrupted:

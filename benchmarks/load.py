@@ -2,6 +2,7 @@
 
     python benchmarks/load.py --kb ../shared/data/metaqa/kb.txt [--limit N] [--kg NAME] [--keep]
                               [--graph-only] [--recall N]
+    python benchmarks/load.py --smoke       # a few hundred triples of the bundled demo, --graph-only --recall 20
 
 Prints triples/s into Neo4j, entities/s embedded into Milvus, the whole load's wall time and peak memory;
 the last line is one JSON object (also written to benchmarks/results/load.json). The graph stage runs
@@ -20,23 +21,23 @@ import random
 import time
 from typing import Any
 
-import _common  # noqa: F401  (sys.path, env)
-from _common import emit, peak_rss_mb, server_rss_mb, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA, drop_kg, emit, parse_args, peak_rss_mb, server_rss_mb, smoke_metaqa, start_servers
 
 
 def graph_only_run(args: argparse.Namespace, neo: str) -> dict[str, Any]:
     """The graph stage alone (parse + Neo4j writes, no embedding) into KG <kg>_graph, dropped after."""
-    from engine._config import Neo4jSettings
+    from engine import Neo4jSettings
     from engine.stores.graph import GraphStore
     from loaders import detect_format, open_source
-    from loaders.bulk import BulkLoader, LoadSummary, _Skips
+    from loaders.bulk import BulkLoader, LoadSummary, skip_log
 
     g = GraphStore(Neo4jSettings.from_env(uri=neo), args.kg + "_graph")
     g.drop()
     g.ensure_schema()
     loader = BulkLoader(g, None, None, batch_size=args.batch_size, progress=False)
     summary = LoadSummary(path=args.kb, kg=g.kg)
-    records = open_source(args.kb, args.format or detect_format(args.kb), on_skip=_Skips(summary))
+    records = open_source(args.kb, args.format or detect_format(args.kb), on_skip=skip_log(summary))
     if args.limit:
         records = itertools.islice(records, args.limit)
     t0 = time.perf_counter()
@@ -85,7 +86,7 @@ def measure_recall(eng: Any, emb: Any, n: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kb", default="../shared/data/metaqa/kb.txt")
+    ap.add_argument("--kb", default=str(DATA / "metaqa" / "kb.txt"))
     ap.add_argument("--format", default=None)
     ap.add_argument("--limit", type=int, default=None, help="first N lines only")
     ap.add_argument("--kg", default="bench_load")
@@ -94,13 +95,14 @@ def main() -> None:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--graph-only", action="store_true", help="also time the graph stage alone")
     ap.add_argument("--recall", type=int, default=0, help="measure the index's recall with N queries")
-    args = ap.parse_args()
+    args = parse_args(ap, {"kb": lambda a: str(smoke_metaqa() / "kb.txt"), "kg": "bench_smoke_load",
+                           "graph_only": True, "recall": 20, "quiet": True})
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MilvusSettings, Neo4jSettings
+    from engine import Engine
     from loaders import detect_format, open_source
-    from loaders.bulk import BulkLoader, LoadSummary, _Skips
+    from loaders.bulk import BulkLoader, LoadSummary, skip_log
 
     graph_only = graph_only_run(args, neo) if args.graph_only else {}
     eng = Engine(EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil)))
@@ -108,11 +110,11 @@ def main() -> None:
     emb = eng.embedder
     emb.encode(["warm up"])
     model_s = time.perf_counter() - t_model
-    eng.drop()  # a fresh KG: the figures are for a first load
+    drop_kg(eng)  # a fresh KG: the figures are for a first load
     loader = BulkLoader(eng.graph, eng.vectors, emb, batch_size=args.batch_size, progress=not args.quiet)
     summary = LoadSummary(path=args.kb, kg=args.kg)
     fmt = args.format or detect_format(args.kb)
-    records = open_source(args.kb, fmt, on_skip=_Skips(summary))
+    records = open_source(args.kb, fmt, on_skip=skip_log(summary))
     if args.limit:
         records = itertools.islice(records, args.limit)
     t0 = time.perf_counter()
@@ -148,7 +150,7 @@ def main() -> None:
     if args.recall:
         result["recall"] = measure_recall(eng, emb, args.recall)
     if not args.keep:
-        eng.drop()
+        drop_kg(eng)
     eng.close()
     emit("load", result)
 

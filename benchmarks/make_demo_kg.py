@@ -2,6 +2,7 @@
 
     python benchmarks/make_demo_kg.py [--data ../shared/data/metaqa] [--out engine/data/demo]
                                       [--per-hop 20] [--target-bytes 1500000] [--seed 2018]
+    python benchmarks/make_demo_kg.py --smoke   # from a tiny MetaQA folder made of the demo, into a temporary one
 
 Deterministic for given inputs and options (fixed seed, no set-order dependence).  Steps:
 
@@ -26,22 +27,19 @@ import argparse
 import collections
 import json
 import random
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
 
-from engine.datasets.metaqa import MOVIE, follow_path, gold_pattern, hops, parse_qtype  # noqa: E402
-
-from loaders import open_source  # noqa: E402
+from _common import DATA, ROOT, emit, parse_args, smoke_dir, smoke_metaqa
+from engine.datasets.metaqa import MOVIE, follow_path, gold_pattern, hops, parse_qtype
+from engine.datasets.metaqa import read_questions as read_metaqa
+from loaders import open_source
 
 PEOPLE = ("directed_by", "written_by", "starred_actors")
-TOPIC_RE = re.compile(r"\[([^\]]+)\]")
 
 
 class KB:
@@ -77,19 +75,12 @@ class KB:
 
 
 def read_questions(data: Path, hop: int, split: str = "dev") -> list[dict[str, Any]]:
-    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
-    if len(qa) != len(qt):
-        raise SystemExit(f"{hop}-hop: {len(qa)} questions but {len(qt)} qtypes")
-    out = []
-    for n, (line, qtype) in enumerate(zip(qa, qt), 1):
-        question, answers = line.split("\t")
-        m = TOPIC_RE.search(question)
-        if not m:
-            continue
-        out.append({"question": question, "topic": m.group(1), "hops": hop, "qtype": qtype.strip(),
-                    "gold": sorted(set(answers.split("|"))), "source": f"{hop}-hop/qa_{split}.txt:{n}"})
-    return out
+    folder = data / f"{hop}-hop"
+    qs = read_metaqa(folder / f"qa_{split}.txt", qtypes=folder / f"qa_{split}_qtype.txt", hops=hop)
+    if any(q["qtype"] is None for q in qs):
+        raise SystemExit(f"{hop}-hop: fewer qtypes than questions")
+    return [{"question": q["question"], "topic": q["topic"], "hops": hop, "qtype": q["qtype"],
+             "gold": sorted(set(q["answers"])), "source": f"{hop}-hop/qa_{split}.txt:{q['line']}"} for q in qs]
 
 
 def walk_movies(kb: KB, q: dict[str, Any]) -> tuple[set[str], set[str]]:
@@ -231,14 +222,15 @@ def components(triples: list[tuple[str, str, str]]) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "metaqa")
+    ap.add_argument("--data", type=Path, default=DATA / "metaqa")
     ap.add_argument("--out", type=Path, default=ROOT / "engine" / "data" / "demo")
     ap.add_argument("--per-hop", type=int, default=20)
     ap.add_argument("--target-bytes", type=int, default=1_500_000)
     ap.add_argument("--max-answers", type=int, default=10)
     ap.add_argument("--max-walk-movies", type=int, default=25)
     ap.add_argument("--seed", type=int, default=2018)
-    args = ap.parse_args()
+    args = parse_args(ap, {"data": lambda a: smoke_metaqa(per_hop=10), "out": lambda a: smoke_dir() / "demo",
+                           "per_hop": 2, "target_bytes": 20_000})
     if args.target_bytes > 2_000_000:
         raise SystemExit("--target-bytes: the demo KG must stay within 2 MB")
 
@@ -283,7 +275,7 @@ def main() -> None:
         per_hop=", ".join(f"{per_hop[h]} {h}-hop in {qtypes[h]} qtypes" for h in (1, 2, 3)),
         seed=args.seed, target=args.target_bytes, max_answers=args.max_answers,
         max_walk=args.max_walk_movies, per_hop_n=args.per_hop), encoding="utf-8")
-    print(json.dumps({**stats, "questions": dict(sorted(per_hop.items())), "qtypes": qtypes}))
+    emit("make_demo_kg", {**stats, "out": str(args.out), "questions": dict(sorted(per_hop.items())), "qtypes": qtypes})
 
 
 if __name__ == "__main__":

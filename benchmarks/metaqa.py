@@ -2,6 +2,7 @@
 
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
     python benchmarks/metaqa.py --pattern learned [--limit N] [--split test --data DIR] [--no-router]
+    python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, KG dropped after
 
 ``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (its gold
 patterns from the question types) and answers the other 20% (``--split test``: trained on the whole dev split,
@@ -23,30 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import ROOT, emit, peak_rss_mb, percentile, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA as _DATA
+from _common import drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
 
-DATA = ROOT.parent / "shared" / "data" / "metaqa"
+DATA = _DATA / "metaqa"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
-    qa = (data / f"{hop}-hop" / f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
-    qt = (data / f"{hop}-hop" / f"qa_{split}_qtype.txt").read_text(encoding="utf-8").splitlines()
-    out = []
-    for line, qtype in zip(qa, qt):
-        q, ans = line.split("\t")
-        m = re.search(r"\[([^\]]+)\]", q)
-        if not m:
-            continue
-        out.append({"question": q, "topic": m.group(1), "answers": ans.split("|"), "qtype": qtype.strip(), "hops": hop})
-        if limit and len(out) >= limit:
-            break
-    return out
+    from engine.datasets.metaqa import read_questions as read_metaqa
+
+    folder = data / f"{hop}-hop"
+    return read_metaqa(folder / f"qa_{split}.txt", qtypes=folder / f"qa_{split}_qtype.txt", limit=limit, hops=hop)
 
 
 def norm(s: str) -> str:
@@ -106,14 +99,16 @@ def main() -> None:
     ap.add_argument("--homomorphic", action="store_true",
                     help="allow one KG node for two pattern nodes (MetaQA's answers may repeat an intermediate)")
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
-    ap.add_argument("--misses", default=None, help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
-    args = ap.parse_args()
+    ap.add_argument("--misses", default=None,
+                    help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
+    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()), "kb": lambda a: str(smoke_metaqa() / "kb.txt"),
+                           "kg": "bench_smoke_metaqa", "limit": 4})
 
     from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
     cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k,
@@ -146,7 +141,7 @@ def main() -> None:
     tie_ceiling: dict[str, float] = {}
     misses = open(args.misses, "w", encoding="utf-8") if args.misses else None
     for hop in [int(h) for h in args.hops.split(",")]:
-        qs = read_questions(hop, args.split, args.limit)
+        qs = read_questions(hop, args.split, args.limit, Path(args.data))
         h1 = h3 = 0
         for q in qs:
             pattern = gold_pattern(q["qtype"], q["topic"])
@@ -200,19 +195,23 @@ def main() -> None:
     p95 = {k: round(percentile(v, 95), 2) for k, v in per_stage.items()}
     print(f"latency p50 (ms): {p50}\nlatency p95 (ms): {p95}")
     result: dict[str, Any] = {
-        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective, "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel,
-        "questions": counts, "hits1": hits1, "hits3": hits3, "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
+        "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective,
+        "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel, "questions": counts, "hits1": hits1, "hits3": hits3,
+        "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
         "qps": round(n_total / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     if args.oracle:
         result["oracle"] = {
             "queries": oracle_n, "agreement": round(oracle_agree / max(oracle_n, 1), 4),
-            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2), "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
+            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2),
+            "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
             "speedup_p50": round(percentile(oracle_ms, 50) / max(percentile(matcher_ms, 50), 1e-9), 2),
         }
         print(f"oracle: {result['oracle']}")
     if misses is not None:
         misses.close()
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
     emit("metaqa", result)
 
@@ -249,6 +248,8 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     print_summary(result)
     result = {"split": args.split, "pattern": "learned", "injective": args.injective, "k": args.k, **result,
               "peak_rss_mb": round(peak_rss_mb(), 1)}
+    if args.smoke:
+        drop_kg(eng)
     eng.close()
     emit("metaqa_learned", result)
 

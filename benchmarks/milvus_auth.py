@@ -11,21 +11,23 @@ touched), each with one collection of --rows random 384-d vectors (HNSW, L2):
 the machine's drift falls on all three alike. Last line: one JSON object, per server p50/p95/mean in ms.
 
     python benchmarks/milvus_auth.py [--searches 1000] [--rows 1000]
+    python benchmarks/milvus_auth.py --smoke    # 100 searches on 100 rows (the three servers still start)
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from _common import emit, percentile
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import emit, parse_args, percentile
 
 MODES = ("open", "auth", "auth+netns")
 
@@ -41,19 +43,13 @@ def _free_port(start: int) -> int:
     raise SystemExit(f"no free port from {start}")
 
 
-def _start(mode: str, home: Path, port: int):  # noqa: ANN202
-    import engine.servers.milvus as lm
+def _start(mode: str, home: Path, port: int) -> Any:
+    from engine.servers.milvus import LocalMilvus
 
-    auth = lm._EXTRA_CONFIG["common.security.authorizationEnabled"]
-    os.environ["ISORAG_MILVUS_ISOLATION"] = "netns" if mode == "auth+netns" else "none"
-    if mode == "open":
-        lm._EXTRA_CONFIG["common.security.authorizationEnabled"] = "false"  # the old setting, here only
-    try:
-        server = lm.LocalMilvus(home=home, port=port)
-        server.start()
-    finally:
-        lm._EXTRA_CONFIG["common.security.authorizationEnabled"] = auth
-        os.environ.pop("ISORAG_MILVUS_ISOLATION", None)
+    # open: the old setting, here only
+    server = LocalMilvus(home=home, port=port, isolation="netns" if mode == "auth+netns" else "none",
+                         authentication=mode != "open")
+    server.start()
     return server
 
 
@@ -61,12 +57,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--searches", type=int, default=1000)
     ap.add_argument("--rows", type=int, default=1000)
-    ap.add_argument("--dir", default="/tmp/isorag-bench-milvus-auth")
-    args = ap.parse_args()
+    ap.add_argument("--dir", default=None, help="where the servers' homes are made (default: a temporary folder)")
+    args = parse_args(ap, {"searches": 100, "rows": 100})
 
     from engine.stores.vectors import VectorStore
 
-    root = Path(args.dir)
+    import tempfile
+
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="isorag-bench-milvus-auth-"))
     shutil.rmtree(root, ignore_errors=True)
     rng = np.random.default_rng(0)
     data = rng.standard_normal((args.rows, 384)).astype(np.float32)
@@ -76,9 +74,11 @@ def main() -> None:
     servers, stores = {}, {}
     port = 19760
     try:
+        # one after the other: a server's internal ports are chosen free when it starts
         for mode in MODES:
             port = _free_port(port + 1)
             servers[mode] = _start(mode, root / mode.replace("+", "-"), port)
+        for mode in MODES:
             vs = VectorStore(servers[mode].uri, kg="bench_auth", dim=384)
             vs.upsert("entities", range(args.rows), data)
             vs.finalize("entities")

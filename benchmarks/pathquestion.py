@@ -1,14 +1,15 @@
 """PathQuestion benchmark (PQ-2H, PQ-3H; Zhou et al., COLING 2018): learned patterns against gold paths.
 
-    python benchmarks/pathquestion.py [--hops 2,3] [--limit N] [--injective none] [--no-router]
+    python benchmarks/pathquestion.py [--hops 2,3] [--limit N] [--injective none] [--no-router] [--data DIR]
+    python benchmarks/pathquestion.py --smoke    # a made-up world of 24 people, 2H and 3H, KGs dropped after
 
 Each file's KB is loaded into its own KG (``learned_pq2``, ``learned_pq3``; ``--drop`` removes them at the end).
 Its questions are split 80/20 (seeded): the pattern generator is trained on the 80% with the gold paths as patterns
 (``e0#r1#e1#r2#...#<end>#answer``: ``(e0, r1, UNKNOWN 1), (UNKNOWN 1, r2, UNKNOWN 2), ...``) and answers the 20% in
 plain text with no LLM; the same questions are answered with their gold patterns (benchmarks/_learned.py).
 Matching defaults to ``--injective none``: the gold paths revisit their topic in 6.1% / 24.2% of the questions
-(DESIGN §10), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H) and
-78.6 (3H). The last line is one JSON object (also benchmarks/results/pathquestion.json).
+(see docs/benchmarks.md), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H)
+and 78.6 (3H). The last line is one JSON object (also benchmarks/results/pathquestion.json).
 """
 
 from __future__ import annotations
@@ -17,33 +18,25 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import ROOT, emit, peak_rss_mb, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA as _DATA
+from _common import drop_kg, emit, parse_args, peak_rss_mb, smoke_pathquestion, start_servers
 
-DATA = ROOT.parent / "shared" / "data" / "pathquestion"
+DATA = _DATA / "pathquestion"
 
 
 def read_pq(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    from engine.datasets.questions import pathquestion_path, question_rows
     from engine.retrieval.pattern import Pattern
 
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        parts = line.split("\t")
-        if len(parts) != 3:
-            continue
-        question, answer, walk = parts
-        steps = walk.split("#")
-        end = steps.index("<end>") if "<end>" in steps else len(steps)
-        steps = steps[:end]
-        topic, relations = steps[0], steps[1::2]
-        main, _, alts = answer.partition("(")
-        answers = [main.strip()] + [a for a in alts.rstrip(")").split("/") if a]
+    for _, row in question_rows(path, fmt="pathquestion", limit=limit):
+        question, answers, walk = row[0], row[1], row[2]  # type: ignore[misc]  # a PathQuestion row has three
+        topic, relations, _ = pathquestion_path(walk)
         nodes = [topic] + [f"UNKNOWN {i}" for i in range(1, len(relations) + 1)]
         gold = Pattern.from_triples([(a, r, b) for a, r, b in zip(nodes, relations, nodes[1:])])
         out.append({"question": question, "text": question, "topic": topic, "answers": answers, "gold": gold,
                     "hop": f"{len(relations)}H"})
-        if limit and len(out) >= limit:
-            break
     return out
 
 
@@ -57,13 +50,14 @@ def main() -> None:
     ap.add_argument("--no-router", action="store_true")
     ap.add_argument("--drop", action="store_true", help="drop the benchmark's KGs at the end")
     ap.add_argument("--kg-prefix", default="learned_pq")
-    args = ap.parse_args()
+    ap.add_argument("--data", type=Path, default=DATA, help="folder of {2,3}H-kb.txt and PQ-{2,3}H.txt")
+    args = parse_args(ap, {"kg_prefix": "bench_smoke_pq", "drop": True, "data": lambda a: smoke_pathquestion()})
 
     from _learned import print_summary, run_learned, split
 
     neo, mil = start_servers()
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
 
     merged: dict[str, Any] = {}
     for hop in [h.strip() for h in args.hops.split(",")]:
@@ -71,11 +65,11 @@ def main() -> None:
         cfg = EngineConfig(kg=kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                            match=MatchSettings(k=args.k, injective=args.injective))
         eng = Engine(cfg, llm=False)
-        kb = DATA / f"{hop}H-kb.txt"
+        kb = args.data / f"{hop}H-kb.txt"
         if eng.graph.stats()["entities"] == 0:
             print(f"loading {kb} into KG {kg!r} ...", flush=True)
             eng.load(kb, progress=False)
-        items = read_pq(DATA / f"PQ-{hop}H.txt", args.limit)
+        items = read_pq(args.data / f"PQ-{hop}H.txt", args.limit)
         train, test = split(items, 0.8, args.seed)
         result = run_learned(eng, train, test, name=kg, k=args.k, seed=args.seed, router=not args.no_router)
         print_summary(result)
@@ -87,7 +81,7 @@ def main() -> None:
             else:
                 merged.setdefault(key, {})[f"{hop}H"] = value
         if args.drop:
-            eng.drop()
+            drop_kg(eng)
         eng.close()
     emit("pathquestion", {"pattern": "learned", "injective": args.injective, "k": args.k, **merged,
                           "simgrag_llama3_70b_hits1": {"2H": 0.887, "3H": 0.786},

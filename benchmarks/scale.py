@@ -1,6 +1,7 @@
 """Scale curve: synthetic KGs of growing size, load throughput, store sizes, retrieval latency, exactness.
 
     python benchmarks/scale.py --edges 100000,1000000,10000000 [--queries 60] [--keep]
+    python benchmarks/scale.py --smoke      # 2,000 edges loaded online, 6 queries, KG dropped after, no plot
 
 Per size: a KG with power-law (Zipf) degrees, thousands of typed relation names made from verb phrases and
 realistic entity names (people, places, organisations, products; a number where a name repeats) is written
@@ -9,8 +10,8 @@ offline importer (:mod:`loaders.offline`: ``neo4j-admin database import full`` i
 per size, under ``$ISORAG_HOME/scale/neo4j-<size>`` on ``--port``, while ONNX embeddings go to Milvus), or with
 ``--loader online`` with the ``BulkLoader`` (batched UNWIND MERGE through Bolt into the shared local Neo4j).
 Gold patterns are sampled with
-:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest size);
-latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
+:mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest
+size); latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
 exhaustive Cypher oracle on the same candidates, where the oracle finishes within ``--oracle-timeout``.
 Store sizes are the growth of the Neo4j and Milvus data directories over the load (they hold every KG).
 With ``--keep`` the KGs stay; a later run finds them loaded and only samples and queries again (a quiet-machine
@@ -31,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import RESULTS, emit, peak_rss_mb, percentile, server_rss_mb, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import RESULTS, drop_kg, emit, parse_args, peak_rss_mb, percentile, server_rss_mb, start_servers
 
 FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Kwame", "Sofia", "Ivan", "Priya", "Mateo", "Chen", "Amara",
          "Lucas", "Freya", "Tariq", "Elena", "Noah", "Yara", "Hugo", "Mei", "Diego", "Ingrid", "Ravi", "Zofia",
@@ -180,9 +181,9 @@ class _TimedGraph:
 
 def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: bool,
              previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine._engine import Engine
-    from engine._errors import IsoragError
+    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
+    from engine import Engine
+    from engine import IsoragError
     from engine.retrieval.matcher import Matcher
     from engine.retrieval.oracle import oracle_matches
     from engine.evaluation.synth import SynthSettings, Synthesizer
@@ -195,7 +196,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     gen_s = time.perf_counter() - t0
     print(f"[{edges:,}] generated {path} in {gen_s:.1f} s", flush=True)
 
-    kg = f"scale_{edges}"
+    kg = f"{args.kg_prefix}_{edges}"
     local = None
     neo_dir, mil_dir = home / "neo4j", home / "milvus"
     if args.loader == "offline":
@@ -227,7 +228,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
             eng.vectors.drop()
             size0 = {"neo4j": 0.0, "milvus": du_mb(mil_dir)}
         elif st["entities"]:
-            eng.drop()
+            drop_kg(eng)
         summary = eng.load(path, "tsv", progress=not args.quiet, offline_import=local is not None,
                            local_neo4j=local)
         load_s = summary.wall_s
@@ -308,7 +309,7 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     stats = eng.graph.stats()
     servers = server_rss_mb()
     if not args.keep:
-        eng.drop()
+        drop_kg(eng)
     eng.close()
     if local is not None:
         local.stop()
@@ -373,7 +374,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         pts = [(x, ld[key]) for x, ld in zip(xs, loads) if ld.get(key)]
         if pts:
             ax.plot(*zip(*pts), "o-", color=c, label=label)
-    walls = [(x, r["wall_s"]) for x, r in zip(xs, results) if r.get("wall_s") and not (r.get("load") or {}).get("reused")]
+    walls = [(x, r["wall_s"]) for x, r in zip(xs, results)
+             if r.get("wall_s") and not (r.get("load") or {}).get("reused")]
     if walls:
         ax.plot(*zip(*walls), "k^--", label="whole run (generate, load, synth, queries)")
     ax.axhline(90 * 60, color="k", lw=0.8, ls=":", label="90 min (target for the 10M run)")
@@ -433,11 +435,14 @@ def main() -> None:
     ap.add_argument("--pagecache", default=None, help="page cache of the per-size Neo4j (default 1g; 4g from 5M)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--plot-only", action="store_true", help="redraw scale.png from benchmarks/results/scale.json")
-    args = ap.parse_args()
+    ap.add_argument("--kg-prefix", default="scale", help="the KGs are <prefix>_<edges>")
+    args = parse_args(ap, {"edges": "2000", "queries": 6, "loader": "online", "oracle_timeout": 2.0, "quiet": True,
+                           "kg_prefix": "bench_smoke_scale"})
     import json
 
     prev_file = RESULTS / "scale.json"
-    previous = {r["edges"]: r for r in json.loads(prev_file.read_text())["sizes"]} if prev_file.exists() else {}
+    previous = {r["edges"]: r for r in json.loads(prev_file.read_text())["sizes"]} \
+        if prev_file.exists() and not args.smoke else {}
     if args.plot_only:
         plot(list(previous.values()), RESULTS / "scale.png")
         print(f"wrote {RESULTS / 'scale.png'}")
@@ -448,7 +453,8 @@ def main() -> None:
     for e in sizes:
         results.append(run_size(e, args, neo, mil, largest=e == max(sizes), previous=previous.get(e)))
         RESULTS.mkdir(parents=True, exist_ok=True)
-        plot(results, RESULTS / "scale.png")
+        if not args.smoke:  # the committed plot is a real run's
+            plot(results, RESULTS / "scale.png")
     emit("scale", {"sizes": results})
 
 

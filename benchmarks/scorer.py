@@ -4,6 +4,7 @@
     python benchmarks/scorer.py --limit 400     # per hop file: 320 questions spread over its first 80%,
                                                 # 80 over its last 20%
     python benchmarks/scorer.py --split test    # train on all of dev, test on qa_test.txt (where --data has it)
+    python benchmarks/scorer.py --smoke         # DDE+MLP, one seed, 2 epochs on 10 demo questions a hop
 
 Every model is trained once per seed (``--seeds``, default 0,1,2; the dev split for early stopping is the same for
 all): each figure is reported per seed (``per_seed``) and as mean, std, min and max over them (``over_seeds``).
@@ -48,9 +49,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, emit, peak_rss_mb, start_servers  # noqa: E402
+import _common
+from _common import RESULTS, drop_kg, emit, parse_args, peak_rss_mb, smoke_dir, smoke_metaqa, start_servers
 
-DATA = Path(os.environ.get("METAQA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "metaqa"))
+DATA = Path(os.environ.get("METAQA_DIR") or _common.DATA / "metaqa")
 KS = (50, 100, 200)
 #: MetaQA's domain words: every question names them and no entity is one, so entity linking skips them besides
 #: the engine's generic stopwords (engine.scoring.service); recorded in the checkpoints written here
@@ -223,13 +225,16 @@ def main() -> None:
                          "instead of training: the same figures, e.g. latency again on a quiet machine; train_s is "
                          "the saved one")
     ap.add_argument("--quiet", action="store_true")
-    args = ap.parse_args()
+    args = parse_args(ap, {"kg": "bench_smoke_scorer", "data": lambda a: smoke_metaqa(per_hop=10), "models": "dde_mlp",
+                           "seeds": [0], "epochs": 2, "min_epochs": 1, "patience": 1, "max_minutes": 0.5,
+                           "quiet": True, "cache": lambda a: str(smoke_dir() / "cache.pt"),
+                           "out_dir": lambda a: str(smoke_dir())})
     if args.seed is not None:
         args.seeds = parse_seeds(str(args.seed))
 
     import json
 
-    from engine._errors import IsoragError
+    from engine import IsoragError
     from _metaqa_split import split_files
 
     try:
@@ -298,7 +303,8 @@ def main() -> None:
     test_data = prepare(eng, test_recs, hops=args.hops or 3, max_edges=args.max_edges,
                         cache=Path(str(cache) + ".test"), progress=progress)
     prepare_s = time.perf_counter() - t0
-    hop_of = lambda ex: int(ex["source"].split("-", 1)[0])  # noqa: E731
+    def hop_of(ex: dict) -> int:
+        return int(ex["source"].split("-", 1)[0])
 
     # dev split for early stopping: 10% of the training questions (at most 300), the same for every seed, so
     # that the seeds differ only in the training's own draws (initial weights, batch order, negatives)
@@ -369,6 +375,8 @@ def main() -> None:
         result["models"][name] = entry
         a3 = entry["over_seeds"].get("answer_recall", {}).get("3-hop", {}).get("100", {})
         print(f"{name}: 3-hop answer recall@100 over seeds {args.seeds}: {a3}", file=sys.stderr)
+    if args.smoke:
+        drop_kg(eng)
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     # the machine is shared (2 cores): wall times depend on what else runs
     result["load_avg_start"] = [round(x, 2) for x in load_start]

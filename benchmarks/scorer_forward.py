@@ -1,6 +1,7 @@
 """Forward latency of the triple scorers on CPU (or CUDA) for one question graph; prints JSON.
 
     python benchmarks/scorer_forward.py --triples 10000 --nodes 5000 --dim 384 --threads 2
+    python benchmarks/scorer_forward.py --smoke     # 500 triples over 200 nodes, one thread, 3 repeats
 
 The graph is synthetic (random triples over ``--nodes`` entities, 10% nameless, ``--relations`` relation
 types, 2 topic entities); latency depends only on its sizes. Each configuration is timed in eval mode
@@ -13,7 +14,6 @@ wall time swings with the load, and the 1-thread CPU time is the best estimate o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -23,10 +23,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine.scoring import DDEMLP, QRGAT, QuestionGraph, adaptive_top_p, make_model, resolve_device  # noqa: E402
-from engine.scoring.train import DEFAULT_MODEL_CONFIG  # noqa: E402
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import emit, parse_args
+from engine.scoring import DDEMLP, QRGAT, QuestionGraph, adaptive_top_p, make_model, resolve_device
+from engine.scoring.train import DEFAULT_MODEL_CONFIG
 
 
 def synthetic_graph(num_triples: int, num_nodes: int, num_relations: int, dim: int, seed: int = 0) -> QuestionGraph:
@@ -86,7 +88,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--models", nargs="*", default=None, help="substrings of model names to run (default: all)")
-    args = ap.parse_args()
+    args = parse_args(ap, {"triples": 500, "nodes": [200], "threads": [1], "repeats": 3, "warmup": 1})
 
     device = resolve_device(args.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
@@ -117,11 +119,11 @@ def main() -> None:
                     "forward": time_it(forward, args.repeats, args.warmup, sync),
                     "scoring_step": time_it(step, args.repeats, args.warmup, sync),
                 })
-    print(json.dumps({
+    emit("scorer_forward", {
         "benchmark": "scorer_forward", "device": str(device), "dim": args.dim, "relations": args.relations,
         "torch": torch.__version__, "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
         "results": results,
-    }, indent=2))
+    })
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, emit, percentile, start_servers
+from _common import ROOT, emit, parse_args, percentile, start_servers
 
 DEMO = ROOT / "engine" / "data" / "demo"
 METAQA = ROOT.parent / "shared" / "data" / "metaqa"
@@ -229,12 +229,12 @@ def paired(srv: Server, engines: dict[str, Any], mix: list[tuple[str, str, dict[
             route = "retrieve" if "retrieve" in kind else "ask"
             one = {k: v for k, v in body.items() if k != "stream"}
 
-            def over_http() -> None:
+            def over_http(kg: str = kg, route: str = route, one: dict[str, Any] = one) -> None:
                 t0 = time.perf_counter()
                 client.post(f"/v1/kgs/{kg}/{route}", json=one).raise_for_status()
                 http.append(time.perf_counter() - t0)
 
-            def here() -> None:
+            def here(kg: str = kg, kind: str = kind, body: dict[str, Any] = body) -> None:
                 local.append(in_process(engines, [(kg, kind, body)], 1)["p50_ms"] / 1000)
 
             for step in ((over_http, here) if i % 2 == 0 else (here, over_http)):
@@ -395,7 +395,6 @@ def targets(result: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="levels 1 and 8 on the demo KG")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, under a minute")
     ap.add_argument("--levels", default=None, help="comma list of concurrencies (default 1,8,32,64)")
     ap.add_argument("--requests", type=int, default=None, help="requests per level (default 400; quick 200)")
     ap.add_argument("--rss-requests", type=int, default=None, help="requests of the RSS run (default 10000)")
@@ -407,7 +406,7 @@ def main() -> None:
                                                                  f"{METAQA}); missing: the demo KG alone")
     ap.add_argument("--metaqa-per-hop", type=int, default=200)
     ap.add_argument("--drop", action="store_true", help="drop the benchmark's KGs at the end")
-    args = ap.parse_args()
+    args = parse_args(ap, {"levels": "1,8", "requests": 20, "rss_requests": 0, "star": 200})
     quick, smoke = args.quick, args.smoke
     levels = [int(x) for x in (args.levels or ("1,8" if quick or smoke else "1,8,32,64")).split(",")]
     per_level = args.requests or (20 if smoke else 200 if quick else 400)

@@ -1,6 +1,7 @@
 """Fact-verification jobs on claims built from the demo KG: claims/s and accuracy.
 
-    python benchmarks/verify.py [--limit 400] [--concurrency 2] [--seed 0] [--kg demo]
+    python benchmarks/verify.py [--limit 400] [--concurrency 2] [--seed 0] [--kg demo] [--kb FILE]
+    python benchmarks/verify.py --smoke     # 20 claims on a few hundred demo triples, KG dropped after
 
 Claims come from the demo KG's own triples (engine/data/demo/kb.txt), each with its pattern:
 
@@ -31,8 +32,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import ROOT, emit, peak_rss_mb, percentile, start_servers
+import _common
+from _common import ROOT, drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
 
 KB = ROOT / "engine" / "data" / "demo" / "kb.txt"
 _SYLLABLES = ["zor", "blax", "quin", "tav", "mel", "dro", "vex", "ith", "olo", "gran", "pue", "kesh", "ulm", "yat"]
@@ -60,7 +61,7 @@ def build_claims(kb: list[tuple[str, str, str]], n: int, seed: int) -> list[dict
     # embedder is uncased: a corrupted claim must be absent whatever the case, else it is true after all
     facts = {(h.lower(), r, t.lower()) for h, r, t in kb}
     tails: dict[str, list[str]] = defaultdict(list)
-    for h, r, t in kb:
+    for _, r, t in kb:
         tails[r].append(t)
     relations = sorted(tails)
 
@@ -96,7 +97,7 @@ def build_claims(kb: list[tuple[str, str, str]], n: int, seed: int) -> list[dict
     return claims
 
 
-def ensure_demo(kg: str) -> dict[str, Any]:
+def ensure_demo(kg: str, kb: Path = KB) -> dict[str, Any]:
     from engine import Engine, KGNotFoundError
 
     with Engine(kg=kg, llm=False) as eng:
@@ -107,7 +108,7 @@ def ensure_demo(kg: str) -> dict[str, Any]:
         if st["neo4j"]["triples"] > 0 and st["agree"]:
             return {"loaded_now": False, "triples": st["neo4j"]["triples"], "entities": st["neo4j"]["entities"]}
         t0 = time.perf_counter()
-        eng.load(KB, progress=True)
+        eng.load(kb, progress=not _common.SMOKE)
         st = eng.stats()
         return {"loaded_now": True, "load_s": round(time.perf_counter() - t0, 1), "triples": st["neo4j"]["triples"],
                 "entities": st["neo4j"]["entities"]}
@@ -165,11 +166,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="claims in flight (default 4, as isorag verify)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kg", default="demo")
-    args = ap.parse_args()
+    ap.add_argument("--kb", type=Path, default=KB, help="the KB the claims are made from (default: the demo KG's)")
+    args = parse_args(ap, {"kg": "bench_smoke_verify", "limit": 20, "kb": lambda a: smoke_metaqa() / "kb.txt"})
 
     start_servers()
-    demo = ensure_demo(args.kg)
-    claims = build_claims(read_kb(KB), args.limit, args.seed)
+    demo = ensure_demo(args.kg, args.kb)
+    claims = build_claims(read_kb(args.kb), args.limit, args.seed)
 
     from engine import Engine
     from engine.llm import make_llm
@@ -193,6 +195,8 @@ def main() -> None:
                                  **run_job(leng, claims, work, "llm", args.concurrency, patterns="none")}
         else:
             result["llm"] = None
+        if args.smoke:
+            drop_kg(eng)
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     emit("verify", result)
 

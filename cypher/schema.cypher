@@ -1,5 +1,5 @@
 // One statement per ';'-terminated block, applied before any write. Idempotent.
-// Everything isorag writes is namespaced (DESIGN §11): its own labels (Isorag*), and on entity nodes, which may be
+// Everything isorag writes is namespaced (docs/security.md): its own labels (Isorag*), and on entity nodes, which may be
 // a user's own nodes adopted in place, only isorag_* properties. An entity's source key is not indexed: its eid is
 // a digest of (kg, key), so a look-up by key is a look-up by eid, and a key of any length can be stored. Names are
 // looked up through isorag_name_key (engine.stores.graph.name_key: the name, or a digest of a name too long to index).

@@ -1,4 +1,4 @@
-// Up to $cap KG neighbours of one entity with their degree (inverse-degree sampling, paper 003 Algorithm 1).
+// Up to $cap KG neighbours of one entity with their degree (inverse-degree sampling, SynthKGQA's Algorithm 1).
 // Only the KG's relation types ($types, its catalog): type links and a user's other relationships are left out.
 MATCH (z:IsoragEntity {isorag_eid: $eid})-[r]-(m:IsoragEntity)
 WHERE type(r) IN $types AND NOT m.isorag_eid IN $exclude

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine._config import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings, VerifySettings
 from engine._engine import Engine
-from engine._errors import *  # noqa: F401,F403
+from engine._errors import *  # noqa: F403 - the error tree is re-exported whole (its __all__ below)
 from engine._errors import __all__ as _errors_all
 from engine.answering import (
     LABELS,

@@ -14,12 +14,12 @@ from engine._secrets import mask_uri, masked_repr, register
 
 DEFAULT_KG = "default"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-#: SimGRAG's MetaQA defaults (DIGEST §3.5): k(n) = k(r) = 16, k = 3 subgraphs.
+#: SimGRAG's MetaQA defaults: k(n) = k(r) = 16 candidates, k = 3 subgraphs.
 DEFAULT_K_NODE = 16
 DEFAULT_K_REL = 16
 DEFAULT_K_TYPE = 16
 DEFAULT_K = 3
-#: Few-shot examples: the bundled ones for the demo KG, 12 shots as in SimGRAG (DIGEST §3.5).
+#: Few-shot examples: the bundled ones for the demo KG, 12 shots as in SimGRAG.
 DEFAULT_FEWSHOT = "demo"
 DEFAULT_SHOTS = 12
 
@@ -144,7 +144,7 @@ class MilvusSettings:
 
 @dataclass(frozen=True)
 class MatchSettings:
-    """Candidate sizes and bounds on the work of one retrieval (DESIGN §4)."""
+    """Candidate sizes and bounds on the work of one retrieval (docs/architecture.md)."""
 
     k_node: int = DEFAULT_K_NODE
     k_rel: int = DEFAULT_K_REL
@@ -229,7 +229,7 @@ class VerifySettings:
 
 @dataclass(frozen=True)
 class ScoringSettings:
-    """How a trained triple scorer (``EngineConfig.scorer``) is used by :meth:`Engine.ask` (DESIGN §5).
+    """How a trained triple scorer (``EngineConfig.scorer``) is used by :meth:`Engine.ask` (docs/triple-scorer.md).
 
     ``hops`` / ``max_edges``: the neighbourhood fetched around the anchors (None: what the checkpoint was trained
     with). ``p``, ``tau``, ``k_min``, ``k_max``: QSRAG's adaptive top-p selection of the evidence triples

@@ -220,7 +220,7 @@ class Engine:
             source, ops = "", changes  # type: ignore[assignment]
         report = apply_changes(self.graph, self.vectors, self.embedder, ops, strict=strict, progress=progress,
                                batch_size=batch_size or BATCH_SIZE, source=source)
-        report.add_skipped(unread.errors, unread.count)
+        report.add_skips(unread)
         self.invalidate()
         return report
 
@@ -359,8 +359,9 @@ class Engine:
     # -- browsing: entity search and neighbourhoods (the service's explorer) -------------------------------
     def search_entities(self, text: str, *, limit: int = 20, offset: int = 0) -> dict[str, Any]:
         """Entities whose name contains ``text`` (case folded), best first (the exact name, then names that start
-        with it, then shorter names; equal names: the better connected first): ``{"entities": [{eid, name, key, degree}], "next_offset"}`` for one page of
-        ``limit`` from ``offset``; ``next_offset`` is None on the last page. Reads Neo4j only."""
+        with it, then shorter names; equal names: the better connected first):
+        ``{"entities": [{eid, name, key, degree}], "next_offset"}`` for one page of ``limit`` from ``offset``;
+        ``next_offset`` is None on the last page. Reads Neo4j only."""
         if not isinstance(text, str) or not text.strip():
             raise InputError("search_entities: give the text to look for (not empty)")
         if len(text) > SEARCH_TEXT_MAX:
@@ -450,7 +451,8 @@ class Engine:
 
     @property
     def scorer_features(self) -> FeatureStore:
-        """Entity / relation vectors for the scorers, cached per engine (:class:`~engine.scoring.features.FeatureStore`)."""
+        """Entity / relation vectors for the scorers, cached per engine
+        (:class:`~engine.scoring.features.FeatureStore`)."""
         with self._lock:
             return self._scorer_features()
 

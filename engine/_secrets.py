@@ -1,4 +1,4 @@
-"""Keeping secrets out of reprs, messages and logs (DESIGN §11).
+"""Keeping secrets out of reprs, messages and logs (docs/security.md).
 
 Settings that hold a secret (a password, a token, an API key) register it here when they are made
 (:func:`register`); every :class:`~engine._errors.IsoragError` message goes through :func:`scrub`, which

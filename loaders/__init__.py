@@ -34,13 +34,13 @@ otherwise passed to ``on_skip`` (or logged when there is none) and the parse goe
 
 from __future__ import annotations
 
-import collections
 import inspect
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from engine._errors import ConfigError, InputError, MalformedInputError
+from engine._reports import SkipLog
 
 from ._model import EntityRecord, Record, TripleRecord
 from ._parsers import Reporter, open_binary, parse_delimited, parse_hrt, parse_jsonl, parse_tables
@@ -201,49 +201,6 @@ def _finishing(records: Iterator[Record], rep: Reporter) -> Iterator[Record]:
     except (OSError, EOFError, zlib.error) as e:  # a compressed file cut short or corrupt, a disk that fails
         raise InputError(f"{rep.path}: cannot read it: {e}") from e
     rep.finish()
-
-
-class SkipLog:
-    """An ``on_skip`` collector: counts skipped lines by reason and keeps the first ``keep`` errors.
-
-    The reason's kind is its text before the first ``:`` (``"wrong field count"``, ``"not valid UTF-8"``...).
-    """
-
-    def __init__(self, keep: int = 20) -> None:
-        self.keep = keep
-        self.count = 0
-        self.by_reason: collections.Counter[str] = collections.Counter()
-        self.errors: list[MalformedInputError] = []
-
-    def __call__(self, err: MalformedInputError) -> None:
-        self.count += 1
-        self.by_reason[err.reason.split(":", 1)[0].strip()] += 1
-        if len(self.errors) < self.keep:
-            self.errors.append(err)
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __bool__(self) -> bool:
-        return self.count > 0
-
-    @property
-    def messages(self) -> list[str]:
-        """``file:line: reason`` of the first ``keep`` skipped lines."""
-        return [str(e) for e in self.errors]
-
-    def summary(self) -> str:
-        if not self.count:
-            return "no lines skipped"
-        kinds = ", ".join(f"{kind}: {n}" for kind, n in self.by_reason.most_common())
-        more = self.count - len(self.errors)
-        lines = [f"{self.count} lines skipped ({kinds})", *("  " + m for m in self.messages)]
-        if more > 0:
-            lines.append(f"  ... and {more} more")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"SkipLog(count={self.count}, by_reason={dict(self.by_reason)})"
 
 
 __all__ = [

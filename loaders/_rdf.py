@@ -279,17 +279,17 @@ def _ttl_records(path: str | Path, rep: Reporter, mapper: _Mapper, base: str | N
             self.parser: Any = None
             self.committed = 0
 
-        def newBlankNode(self, arg: Any = None, uri: Any = None, why: Any = None) -> BNode:  # noqa: N802
+        def newBlankNode(self, arg: Any = None, uri: Any = None, why: Any = None) -> BNode:  # noqa: N802 - rdflib's method names
             self.counter += 1
             return BNode(f"b{self.counter}")
 
-        def makeStatement(self, quadruple: Any, why: Any = None) -> None:  # noqa: N802
+        def makeStatement(self, quadruple: Any, why: Any = None) -> None:  # noqa: N802 - rdflib's method names
             f, p, s, o = quadruple
             self.out.append((self.normalise(f, s), self.normalise(f, p), self.normalise(f, o),
                              self.parser.lines + 1))
 
     class Parser(SinkParser):
-        def directiveOrStatement(self, argstr: str, h: int) -> int:  # noqa: N802
+        def directiveOrStatement(self, argstr: str, h: int) -> int:  # noqa: N802 - rdflib's method names
             j = super().directiveOrStatement(argstr, h)
             sink.committed = len(sink.out)  # the statement ended with its '.': keep its triples
             return j
@@ -303,7 +303,7 @@ def _ttl_records(path: str | Path, rep: Reporter, mapper: _Mapper, base: str | N
     except BadSyntax as exc:
         m = _RE_BAD_SYNTAX.search(str(exc))
         error = (exc.lines + 1, f"Turtle syntax error: {m.group(1) if m else exc}")
-    except Exception as exc:  # rdflib raises plain errors for a few cases (e.g. a bad IRI)
+    except Exception as exc:  # noqa: BLE001 - rdflib raises plain errors for a few cases (e.g. a bad IRI)
         error = (parser.lines + 1, f"Turtle syntax error: {exc}")
     del text
     if error is not None:

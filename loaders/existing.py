@@ -1,6 +1,6 @@
 """Use a graph that is already in Neo4j: adopt its nodes as KG entities in place and embed them into Milvus.
 
-The user names the label and the key (and name) properties. Adoption only adds to the user's graph (DESIGN §11):
+The user names the label and the key (and name) properties. Adoption only adds to the user's graph (docs/security.md):
 each node gets isorag's ``:IsoragEntity`` label and ``isorag_*`` properties (``isorag_eid``, ``isorag_kg``,
 ``isorag_key``, ``isorag_name``, ``isorag_name_key``, ``isorag_types``, ``isorag_adopted``, and
 ``isorag_aliases`` when an aliases property is named: a list of strings, or one string); its own properties

@@ -3,7 +3,7 @@
 The online loader (:mod:`loaders.bulk`) writes batches through Bolt into a running server; it can add to any
 KG, on any server. This one is for the first load of a big KG into a local Neo4j that isorag manages and that
 holds nothing yet (``isorag load PATH --kg NAME --offline-import``; the instance is chosen by
-``ISORAG_NEO4J_HOME`` / ``ISORAG_NEO4J_PORT``). It writes the same data model (DESIGN §2) far faster:
+``ISORAG_NEO4J_HOME`` / ``ISORAG_NEO4J_PORT``). It writes the same data model (docs/architecture.md) far faster:
 
 1. **parse**: the source is streamed once into CSV files under ``<neo4j home>/import/<kg>/``: entities
    (isorag_eid, isorag_kg, isorag_key, isorag_name, isorag_types, isorag_name_key, isorag_own), the triples as typed
@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from engine._errors import MalformedInputError, OfflineImportError
 from engine.stores.graph import GraphStore, entity_id, name_key, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, TripleRecord
-from loaders.bulk import LoadSummary, _Skips, _count_lines, default_name, embed_batch, peek_records
+from engine._reports import SkipLog
+from loaders.bulk import LoadSummary, count_lines, default_name, embed_batch, peek_records, skip_log
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -114,7 +115,7 @@ class OfflineLoader:
         return {"path": str(path.resolve()), "size": st.st_size, "mtime": st.st_mtime, "format": fmt}
 
     # -- parse ---------------------------------------------------------------------------------------
-    def _parse(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary, skips: _Skips,
+    def _parse(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary, skips: SkipLog,
                strict: bool, total: int | None) -> dict[str, Any]:
         """Stream the records into the CSV files; returns the counts for the state file."""
         from tqdm import tqdm
@@ -313,9 +314,9 @@ class OfflineLoader:
         if not resumable:
             self._write_state({"kg": self.kg, "source": source, "phase": "parsing"})
             t0 = time.perf_counter()
-            skips = _Skips(summary, echo=echo)
+            skips = skip_log(summary, echo)
             records = peek_records(open_source(path, fmt, strict=strict, on_skip=skips, **options), summary)
-            total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+            total = count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
             counts = self._parse(records, summary, skips, strict, total)
             counts["parse_s"] = round(time.perf_counter() - t0, 2)
             state = {"kg": self.kg, "source": source, "phase": "parsed", "counts": counts}

@@ -31,4 +31,17 @@ __all__ = [
     "TokenEvent",
     "Verdict",
     "NO_LLM_HELP",
+    # the pipeline, its drivers and the no-LLM rule, for callers that assemble their own
+    "Flow",
+    "Pipeline",
+    "SCORED_HEADER",
+    "TEXT_TIE",
+    "adrive",
+    "astream",
+    "averify_many",
+    "claim_args",
+    "drive",
+    "judge_claim",
+    "stream",
+    "verify_many",
 ]

@@ -66,7 +66,7 @@ def _sync(flow: Flow[Result], streaming: bool) -> Generator[StreamEvent, None, R
                 else:
                     with metered(run.usage):
                         reply = req.llm.complete(req.prompt)
-            except Exception as e:  # thrown into the flow, which names the stage or lets it through
+            except Exception as e:  # noqa: BLE001 - thrown into the flow, which names the stage or lets it through
                 error = e
     finally:
         flow.steps.close()
@@ -155,7 +155,7 @@ async def _async(flow: Flow[Result], streaming: bool, out: list[Result]) -> Asyn
                     assert isinstance(req, Complete)
                     with metered(run.usage):
                         reply = await req.llm.acomplete(req.prompt)
-            except Exception as e:  # thrown into the flow, which names the stage or lets it through
+            except Exception as e:  # noqa: BLE001 - thrown into the flow, which names the stage or lets it through
                 error = e
     finally:
         flow.steps.close()

@@ -1,4 +1,4 @@
-"""The stages of answering and verification, written once (SimGRAG's three steps, paper 002, DIGEST §3.1, §6.2).
+"""The stages of answering and verification, written once (SimGRAG's three steps: pattern, subgraphs, answer).
 
 ``ask``:    question --LLM (few-shot)--> pattern --retrieve--> top-k subgraphs --score--> scored triples
             --verbalize--> LLM --> :class:`~engine.answering.results.Answer`
@@ -19,8 +19,8 @@ answered without any LLM call (``answer_source="learned"``). Every step but the 
 * an answer is then the entities bound to the pattern's unknown target in the best subgraphs;
 * a verdict follows the rule of :mod:`engine.answering.verification` (``method="rule"``).
 
-With a triple scorer (DESIGN §5) the scored triples of the matched subgraphs' neighbourhood join the evidence;
-when no pattern matches (or none can be had and there is no LLM) the scorer retrieves from the entities linked
+With a triple scorer (docs/triple-scorer.md) the scored triples of the matched subgraphs' neighbourhood join the
+evidence; when no pattern matches (or none can be had and there is no LLM) the scorer retrieves from the entities linked
 from the question, and without an LLM the answer is extracted from its triples (``answer_source="scorer"``).
 
 Stage failures: with ``raise_errors=True`` (the default) a failing stage raises its typed error
@@ -32,9 +32,10 @@ names: ``pattern`` (the caller's pattern is invalid, or none can be had), ``gene
 ``llm_pattern``, ``retrieve``,
 ``scoring``, ``verify`` (the rule), ``llm_answer``, ``llm_verify``.
 
-Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's ``embed``, ``vector``, ``graph`` and its
-``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``), ``llm_answer`` / ``llm_verify``,
-and ``total``. A stage's time leaves out the time the caller of a stream holds an event.
+Timings are milliseconds per stage: ``link`` and ``generate`` (the learned generator), ``llm_pattern``, the retrieval's
+``embed``, ``vector``, ``graph`` and its ``retrieve`` total, ``verbalize``, ``scoring`` and its parts (``scoring_*``),
+``llm_answer`` / ``llm_verify``, and ``total``. A stage's time leaves out the time the caller of a stream holds an
+event.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 from engine._config import MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
+from engine._timing import ms
 from engine.answering.results import (
     NOT_ENOUGH_INFO,
     REFUTED,
@@ -130,10 +132,6 @@ Steps = Generator[Request, Any, Result]
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
-
-
 def _triples(subgraphs: Sequence[Subgraph]) -> list[list[tuple[str, str, str]]]:
     return [[t.as_tuple() for t in sg.triples] for sg in subgraphs]
 
@@ -167,7 +165,7 @@ class Run:
         try:
             yield
         finally:
-            self.result.timings[name] = _ms(self.clock() - t0)
+            self.result.timings[name] = ms(self.clock() - t0)
         self.stage_name = None
 
     def fail(self, exc: IsoragError) -> None:
@@ -184,7 +182,7 @@ class Run:
             raise exc
 
     def finish(self) -> Answer | Verdict:
-        self.result.timings["total"] = _ms(time.perf_counter() - self.started)
+        self.result.timings["total"] = ms(time.perf_counter() - self.started)
         usage = self.usage.snapshot()
         usage["seconds"] = round(usage["seconds"], 4)
         self.result.usage = usage
@@ -223,15 +221,15 @@ class Run:
             r.gsd = r.subgraphs[0].gsd
         t0 = time.perf_counter()
         r.evidence = verbalize_subgraphs(_triples(r.subgraphs))
-        r.timings["verbalize"] = _ms(time.perf_counter() - t0)
+        r.timings["verbalize"] = ms(time.perf_counter() - t0)
 
     def add_scored(self, sr: ScoringResult) -> bool:
         """Add the scorer's selected triples, with their confidences, to the evidence. True when there are any."""
         r = self.result
         assert isinstance(r, Answer)
         r.scored = sr
-        for name, ms in sr.timings.items():
-            r.timings[f"scoring_{name}"] = ms
+        for name, took in sr.timings.items():
+            r.timings[f"scoring_{name}"] = took
         r.warnings.extend(sr.warnings)
         if sr.triples:
             scored = SCORED_HEADER + "\n" + sr.evidence()
@@ -429,13 +427,14 @@ class Pipeline:
         tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
         if not tries:
             return None
-        res = None
+        res, n, prob = None, 0, None
         with run.stage("retrieve"):  # (the time a streaming caller holds an event is not the stage's: Run.away)
-            for n, (pat, prob) in enumerate(tries):
+            for i, (pat, p) in enumerate(tries):
                 # said before its retrieval, so that a streaming caller shows the pattern while the match runs (a
                 # learned beam pattern that matches nothing is followed by the next one's event)
                 yield Emit(PatternEvent(pat, text))
                 res = yield Call(self._retrieve, (pat, k, match))
+                n, prob = i, p  # the pattern that answers: the first that matches, else the last
                 if res.subgraphs:
                     break
         assert pat is not None and res is not None
@@ -534,7 +533,8 @@ class Pipeline:
 
     def _pattern(self, run: Run, text: str, kind: str, claim: bool = False) -> Generator[Request, Any,
                                                                                            tuple[Pattern, str]]:
-        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per prompt)."""
+        """The LLM's pattern of ``text`` (:func:`~engine.answering.prompting.pattern_exchange`, one Complete per
+        prompt)."""
         llm = self._llm.get()
         if llm is None:
             run.stage_name = "pattern"

@@ -1,4 +1,5 @@
-"""SimGRAG's prompts (paper 002, Appendix B, Tables 16-19) and their few-shot examples.
+"""SimGRAG's prompts (Cai, Guo, Pei, Bian, Zheng, "SimGRAG: Leveraging Similar Subgraphs for Knowledge Graphs
+Driven Retrieval-Augmented Generation", Appendix B, Tables 16-19) and their few-shot examples.
 
 The instruction blocks live as text files in ``engine/answering/prompts/`` (``pattern_question``, ``pattern_claim``,
 ``answer``, ``verify``), with ``{examples}``, ``{query}`` and ``{evidences}`` placeholders. Few-shot examples
@@ -53,7 +54,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 FEWSHOT_DIR = PROMPTS_DIR / "fewshot"
 #: The bundled examples: the MetaQA-style movie demo KG.
 DEFAULT_FEWSHOT_KG = "demo"
-#: SimGRAG uses 12 shots for both the pattern and the answer prompt (DIGEST §3.5).
+#: SimGRAG uses 12 shots for both the pattern and the answer prompt.
 DEFAULT_SHOTS = 12
 FEWSHOT_KINDS = ("pattern", "claim", "answer", "verify")
 _PLACEHOLDER = re.compile(r"\{(examples|query|evidences)\}")

@@ -29,6 +29,7 @@ from engine._errors import PatternError
 from engine.answering.results import NOT_ENOUGH_INFO, REFUTED, SUPPORTED
 from engine.retrieval.pattern import Pattern, unknown_number
 from engine.retrieval.results import RetrievalResult
+from engine._timing import ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.retrieval.retriever import Retriever
@@ -86,7 +87,7 @@ def judge_claim(retriever: Retriever, pattern: Pattern, *, k: int | None = None,
 
     def done(res: RetrievalResult) -> RetrievalResult:
         timings["total"] = time.perf_counter() - t_start
-        res.timings = {name: round(v * 1000.0, 3) for name, v in timings.items()}
+        res.timings = {name: ms(v) for name, v in timings.items()}
         return res
 
     # grounding: the nearest KG item of every known element, within the thresholds

@@ -2,7 +2,7 @@
 
 The user's graph changes after the adoption: nodes are added to the label, renamed, re-keyed, removed from the
 label or deleted, relationships come and go. A re-sync (``isorag sync --from-neo4j``, :meth:`Engine.resync_existing`)
-picks all of it up and writes only what isorag owns (DESIGN §11):
+picks all of it up and writes only what isorag owns (docs/security.md):
 
 * nodes that left the label, lost their key or whose key changed (a changed key is another entity) are given back
   (``cypher/adopt_sync_release.cypher``: isorag's label, ``isorag_*`` properties, its type links and the
@@ -93,7 +93,9 @@ def resync_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     if report.changes:
         report.version = _bump(graph, report, vectors.last_write_ts)
     else:
-        report.version = int(graph.version()["seq"])
+        from engine.changes.sync import current_version
+
+        report.version = current_version(graph)
     report.applied = applied
     report.apply_s = time.perf_counter() - t1
     report.wall_s = time.perf_counter() - t0

@@ -27,11 +27,12 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Container, Iterable, Iterator, Sequence
 
 from engine._cypher import cypher, joined, render, rel_type
-from engine._errors import ConfigError, MalformedInputError
+from engine._errors import ConfigError
+from engine._reports import Report, SkipLog
 from engine.stores.aliases import has_aliases, kg_aliases, resolve_keys
 from engine.stores.graph import new_kg_id
 from engine.stores.texts import entity_text
@@ -54,9 +55,12 @@ KEEP_SKIPPED = 20
 
 
 @dataclass
-class ApplyReport:
+class ApplyReport(Report):
     """What a change set did: counts per operation kind, the skipped operations (``file:line: reason``) and the
     KG's version after it."""
+
+    SKIP_COUNT = "skipped"
+    KEEP_SKIPPED = KEEP_SKIPPED
 
     kg: str = ""
     source: str = ""
@@ -81,24 +85,6 @@ class ApplyReport:
     vector_s: float = 0.0
     wall_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def skip(self, err: MalformedInputError) -> None:
-        """Count one skipped operation (or line), keeping the first :data:`KEEP_SKIPPED` as examples."""
-        self.skipped += 1
-        kind = err.reason.split(":", 1)[0].strip()[:80]
-        self.skip_reasons[kind] = self.skip_reasons.get(kind, 0) + 1
-        if len(self.skip_examples) < KEEP_SKIPPED:
-            self.skip_examples.append(str(err))
-
-    def add_skipped(self, errors: Iterable[MalformedInputError], count: int) -> None:
-        """Count lines skipped before the operations reached the applier (by the reader); ``errors``: the first."""
-        errors = list(errors)
-        for err in errors:
-            self.skip(err)
-        self.skipped += count - len(errors)
-
     def lines(self) -> list[str]:
         if self.already_applied:
             head = f"change set {self.source or ''} was already applied to KG {self.kg!r}: nothing changed"
@@ -115,19 +101,11 @@ class ApplyReport:
         return out
 
 
-class _Skips:
-    """The loaders' skip rules for operations that cannot be applied: strict raises, else count and keep some."""
-
-    def __init__(self, report: ApplyReport, strict: bool) -> None:
-        self.report, self.strict = report, strict
-
-    def __call__(self, err: MalformedInputError) -> None:
-        if self.strict:
-            raise err
-        self.report.skip(err)
+class _Skips(SkipLog):
+    """The skip log of a change set, told of an operation that cannot be applied by the operation itself."""
 
     def op(self, op: Op, reason: str) -> None:
-        self(MalformedInputError(op.path or "<changes>", op.line, reason))
+        self.reject(op.path or "<changes>", op.line, reason)
 
 
 @dataclass
@@ -227,8 +205,9 @@ class ChangeApplier:
     def _apply(self, ops: Iterable[Any], strict: bool, source: str) -> ApplyReport:
         t_start = time.perf_counter()
         report = ApplyReport(kg=self.kg, source=source)
-        skips = _Skips(report, strict)
-        self.graph.ensure_schema()
+        skips = _Skips(keep=KEEP_SKIPPED, strict=strict, into=report)
+        g = self.graph
+        g.ensure_schema()
         if self.vectors is not None:
             self.vectors.ensure_collections()
         fd, spool_path = tempfile.mkstemp(prefix="isorag-changes-", suffix=".jsonl")

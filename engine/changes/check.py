@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine._cypher import cypher
+from engine._reports import Report
 from engine.stores.graph import entity_id
 from engine.stores.texts import entity_text, text_digest
 
@@ -51,7 +52,7 @@ KINDS = ("entities", "relations", "types")
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Report):
     """What differs between the stores (all zero and empty: they agree) and what a repair did."""
 
     kg: str = ""
@@ -80,7 +81,7 @@ class CheckReport:
                     or any(self.duplicates.values()) or self.queued or self.unused_relations or self.wrong_ids)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        return {**super().to_dict(), "ok": self.ok}
 
     def lines(self) -> list[str]:
         kinds = ("entities", "relations", "types") + (
@@ -137,16 +138,17 @@ def _neo4j_catalog(graph: GraphStore) -> dict[str, dict[int, str]]:
 
 
 def _milvus_rows(vectors: VectorStore, kind: str) -> tuple[np.ndarray, np.ndarray | None, int]:
-    """(every stored id, sorted and unique; the digest of each, or None without digests; rows in all)."""
+    """(every stored id, sorted and unique; the digest of each, or None without digests; rows in all: a pk stored
+    twice counts twice, which only ``count(*)`` tells)."""
     if kind not in vectors.existing_kinds():
         return np.empty(0, np.int64), None, 0
     rows = vectors.count(kind)
-    if vectors.has_digests(kind):
+    if vectors.has_digests(kind):  # one scan: ids and digests
         parts = list(vectors.iter_digests(kind))
         ids = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
         dig = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
-        ids, first = np.unique(ids, return_index=True)
-        return ids, dig[first], rows
+        unique, first = np.unique(ids, return_index=True)
+        return unique, dig[first], rows
     if rows <= vectors.query_limit:
         return np.unique(np.asarray(vectors.all_ids(kind), dtype=np.int64)), None, rows
     got = list(vectors.iter_ids(kind))
@@ -229,11 +231,12 @@ def _check_catalog(vectors: VectorStore, rep: CheckReport, kind: str, names: dic
     have, have_digest, rows = _milvus_rows(vectors, kind)
     present = _compare(rep, kind, want, have, rows)
     rep.digests[kind] = have_digest is not None
-    stored = vectors.get_names(kind, present.tolist()) if len(present) else {}
-    stale = {i for i in present.tolist() if stored.get(i) != names.get(i)}
-    if have_digest is not None:
+    if have_digest is not None:  # the digest of the name each row was embedded from
         want_digest = np.asarray([text_digest(names[int(i)]) for i in want], dtype=np.int64)
-        stale.update(_stale_by_digest(want, want_digest, have, have_digest))
+        stale = set(_stale_by_digest(want, want_digest, have, have_digest))
+    else:  # rows made before digests: the name each row stores
+        stored = vectors.get_names(kind, present.tolist()) if len(present) else {}
+        stale = {i for i in present.tolist() if stored.get(i) != names.get(i)}
     rep.texts_checked[kind] = len(present)
     rep.stale[kind] = len(stale)
     rep.examples[f"stale_{kind}"] = sorted(stale)[:SHOWN]

@@ -157,7 +157,8 @@ def _text(value: Any) -> str | None:
 
 
 def op_from_json(obj: Any, *, line: int = 0, path: str = "") -> Op:
-    """One JSON object as an operation; raises :class:`MalformedInputError` (``path:line: reason``) when it is not one."""
+    """One JSON object as an operation; raises :class:`MalformedInputError` (``path:line: reason``) when it is not
+    one."""
     def bad(reason: str) -> MalformedInputError:
         return MalformedInputError(path or "<changes>", line, reason)
 

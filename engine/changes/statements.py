@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from engine._cypher import cypher
 from engine._errors import ConfigError
-from engine.stores.graph import is_relationship_type, name_key, relation_id, sanitize_relation, type_id
+from engine.stores.graph import is_relation_type, name_key, relation_id, sanitize_relation, type_id
 from engine.stores.texts import entity_text
 from loaders.bulk import default_name
 
@@ -215,7 +215,7 @@ class BatchStatements:
                     ents[r.eid] = {"eid": r.eid, "key": r.key, "name": nm, "name_key": name_key(nm), "types": []}
             ty = sanitize_relation(op.relation)
             if op.relation not in rels:
-                if not is_relationship_type(ty):
+                if not is_relation_type(ty):
                     raise ConfigError(f"not a valid relationship type: {ty!r}")
                 rels[op.relation] = {"rid": relation_id(self.kg, op.relation), "name": op.relation, "type": ty}
             groups.setdefault(self.key[op.head].eid, []).append(

@@ -24,8 +24,8 @@ of its own: an entity that an entity record describes stays without triples; one
 only is made bare again (default name, no types, no description: ``SetEntity(key, reset=True)``) and leaves with
 its last triple. An entity no longer in the file leaves with its last triple when it is bare, and is removed
 (``RemoveEntity``) otherwise. Descriptions, which no file format carries, are kept on the entities the file
-describes. A user's own nodes adopted in place and their own relationships are never compared, so never removed. A
-key that a merge made an alias is resolved to its target first, as a load resolves it.
+describes. A user's own nodes adopted in place and their own relationships are never compared, so never removed
+(docs/security.md). A key that a merge made an alias is resolved to its target first, as a load resolves it.
 
 Memory: one partition (or part) of each side at a time (about :data:`PARTITION_TRIPLES` triples; the report's
 ``peak_triples`` says how many were held at most), the spill buffers and the operations' counts. Run again after a
@@ -41,12 +41,13 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 from engine._cypher import cypher
-from engine._errors import InputError, MalformedInputError
+from engine._errors import InputError
+from engine._reports import Report, SkipLog
 from engine.changes.ops import AddTriple, Op, RemoveEntity, RemoveTriple, SetEntity
 from engine.changes.statements import stays_without_triples
 from engine.stores.aliases import kg_aliases
@@ -72,9 +73,11 @@ OP_KINDS = ("remove", "add", "set", "remove_entity")
 
 
 @dataclass
-class SyncReport:
+class SyncReport(Report):
     """What a sync found and did. ``applied``: the apply's report as a dict (``None`` on a dry run or when there
     was nothing to change); ``version``: the KG's version after the sync."""
+
+    SKIP_COUNT = "lines_skipped"
 
     path: str = ""
     kg: str = ""
@@ -107,9 +110,7 @@ class SyncReport:
                 + self.entities_added + self.relations_added + self.relations_removed)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["changes"] = self.changes
-        return out
+        return {**super().to_dict(), "changes": self.changes}
 
     def lines(self) -> list[str]:
         head = "would change" if self.dry_run else "changed"
@@ -135,25 +136,7 @@ class SyncReport:
             out.append(f"  the KG is already in step: nothing applied (version {self.version})")
         if self.lines_skipped:
             out.append(f"  lines skipped {self.lines_skipped:,}")
-        for reason, n in sorted(self.skip_reasons.items(), key=lambda kv: -kv[1]):
-            out.append(f"    {n:,} x {reason}")
-        out.extend(f"    e.g. {ex}" for ex in self.skip_examples)
-        return out
-
-
-class _SkipCounter:
-    """Counts a source's skipped lines by kind (the text before the first ':'), keeping the first few."""
-
-    def __init__(self, report: SyncReport, keep: int = 10) -> None:
-        self.report, self.keep = report, keep
-
-    def __call__(self, err: MalformedInputError) -> None:
-        r = self.report
-        r.lines_skipped += 1
-        reason = err.reason.split(":", 1)[0].strip()[:80]
-        r.skip_reasons[reason] = r.skip_reasons.get(reason, 0) + 1
-        if len(r.skip_examples) < self.keep:
-            r.skip_examples.append(str(err))
+        return out + self.skip_lines()
 
 
 def partition_bounds(parts: int) -> list[tuple[int, int]]:
@@ -184,7 +167,7 @@ class Spill:
             return
         f = self._files[p]
         if f is None:
-            f = self._files[p] = open(self.paths[p], "ab")  # noqa: SIM115 - closed in close()
+            f = self._files[p] = open(self.paths[p], "ab")  # closed in close()
         pickle.dump(self._bufs[p], f, protocol=pickle.HIGHEST_PROTOCOL)
         self._bufs[p] = []
 
@@ -495,7 +478,7 @@ class Syncer:
                 report.applied = applied.to_dict()
                 report.version = applied.version
             else:
-                report.version = int(self.graph.version()["seq"])
+                report.version = current_version(self.graph)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         report.wall_s = time.perf_counter() - t0
@@ -518,6 +501,11 @@ def _ops(out: dict[str, Spill], path: str) -> Iterator[Op]:
                 yield RemoveEntity(item[1])
 
 
+def current_version(graph: GraphStore) -> int:
+    """The KG's version sequence number now (0 before its first version)."""
+    return int(graph.version()["seq"])
+
+
 def _nothing(report: SyncReport) -> str:
     if report.lines_skipped:
         first = f"; first: {report.skip_examples[0]}" if report.skip_examples else ""
@@ -531,10 +519,11 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
               spill_dir: str | Path | None = None, partition_triples: int = PARTITION_TRIPLES,
               batch_size: int | None = None, **options: Any) -> SyncReport:
     """Make the KG of ``graph`` equal to the source file ``path`` (any format ``isorag load`` reads; ``None`` for a
-    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count the difference, write nothing. ``strict``: a malformed line
+    ``tables`` source given as ``nodes=`` and ``edges=``); returns what it found and did. ``dry_run``: compute and count
+    the difference, write nothing. ``strict``: a malformed line
     stops the sync before anything is written (the file is read whole before the first write anyway)."""
     from loaders import detect_format, open_source
-    from loaders.bulk import _count_lines
+    from loaders.bulk import count_lines
 
     if path is None:  # a tables source given as nodes= and edges= files
         fmt, shown = fmt or "tables", str(options.get("nodes") or "")
@@ -542,9 +531,9 @@ def sync_file(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbe
     else:
         path = Path(path)
         fmt, shown = fmt or detect_format(path), str(path)
-        total = _count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
+        total = count_lines(path) if fmt in ("hrt", "tsv", "csv", "nt", "jsonl") else None
     report = SyncReport(path=shown, kg=graph.kg)
-    records = open_source(path, fmt, strict=strict, on_skip=_SkipCounter(report), **options)
+    records = open_source(path, fmt, strict=strict, on_skip=SkipLog(keep=report.KEEP_SKIPPED, into=report), **options)
     syncer = Syncer(graph, vectors, embedder, progress=progress, spill_dir=spill_dir,
                     partition_triples=partition_triples)
     return syncer.sync(records, report, total=total, dry_run=dry_run, strict=strict, batch_size=batch_size)

@@ -55,9 +55,11 @@ from engine.cli.training import cmd_train_generator, cmd_train_scorer
 from engine.service import cli as service  # isorag serve, isorag keys (engine/service/cli.py)
 from engine.service.cli import cmd_keys, cmd_serve
 
-# the argument types by the names the parser's tests read them under
-from engine.cli.arguments import in_file as _in_file, out_file as _out_file  # noqa: I001 - kept apart: aliases
-from engine.cli.arguments import pattern_type as _pattern_type, source_type as _source
+# the path types under the names the parser's tests read them by
+from engine.cli.arguments import in_file as _in_file  # noqa: F401 - read by name, see above
+from engine.cli.arguments import out_file as _out_file  # noqa: F401 - read by name, see above
+from engine.cli.arguments import pattern_type as _pattern_type  # noqa: F401 - read by name, see above
+from engine.cli.arguments import source_type as _source  # noqa: F401 - read by name, see above
 
 __all__ = ["DEMO_DIR", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_NOT_CLEAN", "EXIT_OK", "EXIT_PIPE",
            "EPILOG", "build_parser", "cmd_apply", "cmd_ask", "cmd_check", "cmd_demo", "cmd_drop", "cmd_eval",
@@ -65,10 +67,10 @@ __all__ = ["DEMO_DIR", "EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_
            "cmd_train_generator",
            "cmd_train_scorer", "cmd_verify", "main", "print_answer", "print_retrieval"]
 
-EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, neo4j status: not
-running); 2 refused: bad arguments, environment or input, missing KG, unreachable store (one line
-'isorag: error: ...' on stderr); 70 internal error (a bug: set ISORAG_DEBUG=1 for the traceback); 130 interrupted;
-141 output closed early"""
+EPILOG = """exit status: 0 done; 1 done but not clean (stores disagree, malformed or failed claims, a server not
+running); 2 refused: bad arguments, environment or input, missing KG, unreachable store, a failed stage of ask (one
+line 'isorag: error: ...' on stderr); 70 internal error (a bug: set ISORAG_DEBUG=1 for the traceback); 130
+interrupted; 141 output closed early"""
 
 
 def build_parser() -> argparse.ArgumentParser:

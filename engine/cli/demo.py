@@ -69,6 +69,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s = command("demo", help="load the bundled demo KG and answer a demo question")
-    s.add_argument("--kg", type=kg_type, default=None)
-    s.add_argument("--quiet", action="store_true")
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_demo)

@@ -53,10 +53,10 @@ def _check_source_args(args: argparse.Namespace, command: str) -> None:
     if not args.path and not (args.nodes and args.edges):
         raise ConfigError(f"{command} needs a PATH (or --nodes and --edges, or --from-neo4j)")
     from loaders import open_source
-    from loaders.bulk import LoadSummary, _Skips, peek_records
+    from loaders.bulk import LoadSummary, peek_records, skip_log
 
     summary = LoadSummary(path=str(args.path or args.nodes))
-    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=_Skips(summary),
+    peek_records(open_source(args.path, args.format, strict=args.strict, on_skip=skip_log(summary),
                              **_loader_options(args)), summary)
 
 
@@ -144,15 +144,15 @@ def _check_apply_args(args: argparse.Namespace) -> None:
     server starts (as load does); then which arguments go together."""
     from engine.changes.ops import read_changes
     from loaders import open_source
-    from loaders.bulk import LoadSummary, _Skips, peek_records
+    from loaders.bulk import LoadSummary, peek_records, skip_log
 
     for path in (args.remove, args.add):
         if path is not None:
             summary = LoadSummary(path=str(path))
-            peek_records(open_source(path, args.format, strict=args.strict, on_skip=_Skips(summary)), summary)
+            peek_records(open_source(path, args.format, strict=args.strict, on_skip=skip_log(summary)), summary)
     if args.changes is not None:
         summary = LoadSummary(path=str(args.changes))
-        peek_records(read_changes(args.changes, strict=args.strict, on_skip=_Skips(summary)), summary)
+        peek_records(read_changes(args.changes, strict=args.strict, on_skip=skip_log(summary)), summary)
     if (args.changes is None) == (args.add is None and args.remove is None):
         raise ConfigError("apply needs a CHANGES file (JSON Lines) or --add/--remove triple files, not both")
     if args.format and args.changes:
@@ -180,31 +180,33 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _source_options(s: argparse.ArgumentParser) -> None:
     """The options that say how to read a source file (load, sync)."""
-    s.add_argument("--head", type=column_type)
-    s.add_argument("--relation", type=column_type)
-    s.add_argument("--tail", type=column_type)
+    s.add_argument("--head", type=column_type, help="csv/tsv: the head's column, a name or a 0-based position")
+    s.add_argument("--relation", type=column_type, help="csv/tsv: the relation's column")
+    s.add_argument("--tail", type=column_type, help="csv/tsv: the tail's column")
     s.add_argument("--delimiter", type=delimiter_type, help="one character; escapes as in Python (\\t, \\x1f)")
-    s.add_argument("--header", choices=["yes", "no"])
-    s.add_argument("--nodes", type=in_file)
-    s.add_argument("--edges", type=in_file)
+    s.add_argument("--header", choices=["yes", "no"], help="csv/tsv: whether the first line names the columns "
+                                                           "(default: detected)")
+    s.add_argument("--nodes", type=in_file, help="tables: the nodes file (id, name, types...)")
+    s.add_argument("--edges", type=in_file, help="tables: the edges file (source, relation, target)")
 
 
 def _adoption_options(s: argparse.ArgumentParser) -> None:
     """The options that name an existing graph in Neo4j (load --from-neo4j, sync --from-neo4j)."""
-    s.add_argument("--label", type=text_type)
-    s.add_argument("--key-prop", type=text_type)
-    s.add_argument("--name-prop", type=text_type)
+    s.add_argument("--label", type=text_type, help="--from-neo4j: the label of the graph's nodes")
+    s.add_argument("--key-prop", type=text_type, help="--from-neo4j: the property that identifies a node")
+    s.add_argument("--name-prop", type=text_type, help="--from-neo4j: the property embedded as its name "
+                                                       "(default: the key)")
 
 
 def _output_options(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s = command("load", help="load a KG file into Neo4j and Milvus")
-    s.add_argument("path", nargs="?", type=source_type)
-    s.add_argument("--format", choices=FORMATS)
+    s.add_argument("path", nargs="?", type=source_type, help="the source file (a folder for tables)")
+    s.add_argument("--format", choices=FORMATS, help="the source's format (default: detected from the file)")
     s.add_argument("--kg", type=kg_type, default=None, help="KG name (default $ISORAG_KG or 'default')")
     s.add_argument("--strict", action="store_true", help="stop at the first malformed line")
     s.add_argument("--batch-size", type=int_type(1, BATCH_MAX), default=10_000,
@@ -222,9 +224,9 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s.set_defaults(func=cmd_load)
 
     s = command("sync", help="make a KG equal to a file (or re-sync a graph adopted with load --from-neo4j)")
-    s.add_argument("path", nargs="?", type=source_type)
-    s.add_argument("--format", choices=FORMATS)
-    s.add_argument("--kg", type=kg_type, required=True)
+    s.add_argument("path", nargs="?", type=source_type, help="the source file the KG is to equal")
+    s.add_argument("--format", choices=FORMATS, help="the source's format (default: detected from the file)")
+    s.add_argument("--kg", type=kg_type, required=True, help="the KG to change")
     s.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
     s.add_argument("--strict", action="store_true", help="stop at the first malformed line (before any write)")
     s.add_argument("--batch-size", type=int_type(1, BATCH_MAX), default=None,
@@ -238,32 +240,32 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s.set_defaults(func=cmd_sync)
 
     s = command("stats", help="counts from both stores, and whether they agree")
-    s.add_argument("--kg", type=kg_type, default=None)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
+    s.add_argument("--json", action="store_true", help="print the counts as JSON")
     s.set_defaults(func=cmd_stats)
 
     s = command("apply", help="apply a change set (adds, removes, renames, merges) to both stores")
     s.add_argument("changes", nargs="?", type=in_file, help="JSON Lines change set ({\"op\": \"add\", ...})")
-    s.add_argument("--kg", type=kg_type, default=None)
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
     s.add_argument("--add", type=source_type, help="triples to add, in any format `isorag load` reads")
     s.add_argument("--remove", type=source_type, help="triples to remove, in any format `isorag load` reads")
     s.add_argument("--format", choices=FORMATS, help="format of the --add/--remove files (default: detected)")
     s.add_argument("--strict", action="store_true", help="stop at the first bad operation")
     s.add_argument("--batch-size", type=int_type(1, BATCH_MAX), default=None,
                    help="operations per batch, one Neo4j transaction each (default 5000)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_apply)
 
     s = command("check", help="compare Neo4j and Milvus in full (counts, ids, texts); --repair fixes Milvus")
-    s.add_argument("--kg", type=kg_type, required=True)
+    s.add_argument("--kg", type=kg_type, required=True, help="the KG to check")
     s.add_argument("--repair", action="store_true", help="make the stores agree")
     s.add_argument("--deep", action="store_true", help="embed every entity's text again and compare its vector")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_check)
 
     s = command("drop", help="delete a KG from both stores")
-    s.add_argument("--kg", type=kg_type, required=True)
-    s.add_argument("--yes", action="store_true")
+    s.add_argument("--kg", type=kg_type, required=True, help="the KG to delete")
+    s.add_argument("--yes", action="store_true", help="yes, delete it (refused without)")
     s.set_defaults(func=cmd_drop)

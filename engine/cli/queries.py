@@ -73,51 +73,52 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s = command("match", help="exact top-k subgraphs for a pattern")
     s.add_argument("pattern", type=pattern_type,
                    help='pattern JSON ({"triples": [[h, r, t], ...]}), a file, or - for stdin')
-    s.add_argument("--kg", type=kg_type, default=None)
-    s.add_argument("-k", type=positive, default=None)
-    s.add_argument("--k-node", type=k_cand)
-    s.add_argument("--k-rel", type=k_cand)
-    s.add_argument("--k-type", type=k_cand)
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
+    s.add_argument("-k", type=positive, default=None, help="subgraphs to return (default 3)")
+    s.add_argument("--k-node", type=k_cand, help="candidate entities per named pattern node (default 16)")
+    s.add_argument("--k-rel", type=k_cand, help="candidate relations per known pattern relation (default 16)")
+    s.add_argument("--k-type", type=k_cand, help="candidate types per typed unknown node (default 16)")
     s.add_argument("--injective", choices=["nodes", "edges", "none"], default=None,
                    help="what must map to distinct KG items: nodes (subgraph isomorphism, the default), "
                         "edges (relationships only, as in Cypher) or none (homomorphism)")
     s.add_argument("--homomorphic", action="store_true", help="same as --injective none")
     s.add_argument("--directed", action="store_true", help="respect edge direction")
-    s.add_argument("--deadline", type=seconds, help="seconds")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--deadline", type=seconds, help="seconds the search may take (then the best found so far, "
+                                                    "marked not exact)")
+    s.add_argument("--json", action="store_true", help="print the RetrievalResult as JSON")
     s.set_defaults(func=cmd_match)
 
     s = command("ask", help="answer a question from the KG, with its evidence")
-    s.add_argument("question", type=text_type)
+    s.add_argument("question", type=text_type, help="the question, in plain text")
     s.add_argument("--pattern", type=pattern_type,
                    help="pattern JSON (a file, or - for stdin); default: the LLM writes it")
-    s.add_argument("--kg", type=kg_type, default=None)
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
     s.add_argument("-k", type=positive, default=None, help="subgraphs to retrieve (default 3)")
-    s.add_argument("--k-node", type=k_cand)
-    s.add_argument("--k-rel", type=k_cand)
-    s.add_argument("--deadline", type=seconds, help="seconds")
+    s.add_argument("--k-node", type=k_cand, help="candidate entities per named pattern node (default 16)")
+    s.add_argument("--k-rel", type=k_cand, help="candidate relations per known pattern relation (default 16)")
+    s.add_argument("--deadline", type=seconds, help="seconds the retrieval may take")
     s.add_argument("--fewshot", type=fewshot_type,
                    help="few-shot examples: a bundled name or a directory (default demo)")
     s.add_argument("--no-llm", action="store_true", help="do not use the LLM even when one is configured")
     s.add_argument("--route", choices=["auto", "llm", "learned"],
                    help="who writes the pattern: auto (default: the learned generator without an LLM or when sure "
                         "enough, else the LLM), llm, learned")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the Answer as JSON")
     s.set_defaults(func=cmd_ask)
 
     s = command("verify", help="verify claims from a JSON Lines or CSV file (resumable, shardable)")
     s.add_argument("claims", type=in_file, help="JSON Lines or CSV: id, claim, optional label, optional pattern")
     s.add_argument("--out", type=out_file, required=True,
                    help="verdicts, one JSON line per claim (appended; a rerun resumes)")
-    s.add_argument("--kg", type=kg_type, default=None)
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
     s.add_argument("--format", choices=["jsonl", "csv"], help="default: from the file's suffix")
-    s.add_argument("--concurrency", type=int_type(1, WORKERS_MAX), default=4)
+    s.add_argument("--concurrency", type=int_type(1, WORKERS_MAX), default=4, help="claims in flight (default 4)")
     s.add_argument("--shard", type=shard_type, help="i/n: only the ids that hash to shard i of n (from 0)")
     s.add_argument("--threshold", type=float_type(0, 2), help="without an LLM: the largest entity distance a "
                    "claim element may have to its KG match (default 0.5)")
     s.add_argument("-k", type=positive, default=None, help="evidence subgraphs per claim (default 3)")
-    s.add_argument("--k-node", type=k_cand)
-    s.add_argument("--k-rel", type=k_cand)
+    s.add_argument("--k-node", type=k_cand, help="candidate entities per named pattern node (default 16)")
+    s.add_argument("--k-rel", type=k_cand, help="candidate relations per known pattern relation (default 16)")
     s.add_argument("--deadline", type=seconds, help="seconds per claim")
     s.add_argument("--fewshot", type=fewshot_type,
                    help="few-shot examples: a bundled name or a directory (default demo)")

@@ -30,5 +30,8 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         s = command(server, help=f"the embedded local {server} server")
         # set-password: root's password of another Milvus (MILVUS_URI), from MILVUS_ROOT_PASSWORD (compose)
         actions = ["start", "stop", "status"] + (["set-password"] if server == "milvus" else [])
-        s.add_argument("action", choices=actions)
+        s.add_argument("action", choices=actions,
+                       help="start (or reuse) the server, stop it, or say whether it runs and answers"
+                            + ("; set-password: root's password of the Milvus at $MILVUS_URI, from "
+                               "$MILVUS_ROOT_PASSWORD" if server == "milvus" else ""))
         s.set_defaults(func=cmd_server, server=server)

@@ -83,12 +83,15 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
 
 
 def _add_train_scorer(command: Callable[..., argparse.ArgumentParser]) -> None:
-    """The ``train-scorer`` command: many options, one per training setting (:class:`engine.scoring.train.TrainSettings`)."""
+    """The ``train-scorer`` command: many options, one per training setting
+    (:class:`engine.scoring.train.TrainSettings`)."""
     positive, natural = int_type(1), int_type(0)
     s = command("train-scorer", help="train a triple scorer (DDE+MLP or QR-GAT) from question-answer pairs")
     s.add_argument("--qa", nargs="+", type=in_file, required=True,
-                   help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines {question, topics, answers, triples?}")
-    s.add_argument("--model", choices=["dde_mlp", "qrgat"], default="dde_mlp")
+                   help="MetaQA files ('question [topic]<TAB>a1|a2') or JSON Lines "
+                        "{question, topics, answers, triples?}")
+    s.add_argument("--model", choices=["dde_mlp", "qrgat"], default="dde_mlp",
+                   help="dde_mlp (SubgraphRAG's DDE+MLP, the default) or qrgat (QSRAG's QR-GAT)")
     s.add_argument("--relation-paths", nargs="+", type=in_file, metavar="FILE",
                    help="per --qa file, its questions' relation paths, one line each (relation names separated "
                         "by commas or spaces; blank: none): training labels are then the triples on walks along "
@@ -107,20 +110,20 @@ def _add_train_scorer(command: Callable[..., argparse.ArgumentParser]) -> None:
                    help="BCE target of a labelled triple that touches no answer (a bridge on the way; default 0.5; "
                         "1: plain labels): below 1 the triples reaching an answer rank first")
     s.add_argument("--out", type=out_file, required=True, help="checkpoint file to write")
-    s.add_argument("--kg", type=kg_type, default=None)
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
     s.add_argument("--dev", nargs="+", type=in_file, help="dev questions for early stopping (default: 10%% of --qa)")
     s.add_argument("--hops", type=positive, default=2, help="neighbourhood depth (default 2)")
     s.add_argument("--max-edges", type=positive, default=10_000, help="neighbourhood cap in triples (default 10000)")
     s.add_argument("--cache", type=out_file, help="prepared-data cache file: reruns and epochs skip Neo4j and Milvus")
     s.add_argument("--limit", type=positive, help="read at most this many questions per file")
-    s.add_argument("--epochs", type=positive, default=30)
+    s.add_argument("--epochs", type=positive, default=30, help="training epochs at most (default 30)")
     s.add_argument("--patience", type=positive, default=5,
                    help="stop after this many epochs without a better (smoothed) dev recall (default 5)")
     s.add_argument("--min-epochs", type=positive, default=10, help="no early stop before this epoch (default 10)")
     s.add_argument("--smooth", type=positive, default=3,
                    help="early stopping and the kept weights judge the mean dev recall of the last N epochs "
                         "(default 3; 1: the raw figure)")
-    s.add_argument("--lr", type=float_type(0, lo_open=True), default=1e-3)
+    s.add_argument("--lr", type=float_type(0, lo_open=True), default=1e-3, help="learning rate (default 0.001)")
     s.add_argument("--batch", type=positive, default=8, help="questions per optimizer step")
     s.add_argument("--recall-k", type=positive, default=100, help="K of the dev triple recall@K (early stopping)")
     s.add_argument("--seed", type=int_type(0, SEED_MAX), default=42,
@@ -137,7 +140,7 @@ def _add_train_scorer(command: Callable[..., argparse.ArgumentParser]) -> None:
                    help="the KG's domain words that entity linking skips besides the generic English ones, kept in "
                         "the checkpoint (MetaQA: movie movies film films)")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the training's result as JSON")
     s.set_defaults(func=cmd_train_scorer)
 
 
@@ -152,14 +155,16 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
                         "is found in the KG")
     s.add_argument("--out", type=out_file, help="generator file (default: $ISORAG_HOME/generators/<kg>.pt, "
                                                 "where ask finds it)")
-    s.add_argument("--kg", type=kg_type, default=None)
+    s.add_argument("--kg", type=kg_type, default=None, help="the KG (default $ISORAG_KG or 'default')")
     s.add_argument("--limit", type=positive, help="read at most this many questions per file")
-    s.add_argument("--epochs", type=positive, default=60)
-    s.add_argument("--patience", type=positive, default=8)
-    s.add_argument("--seed", type=int_type(0, SEED_MAX), default=42)
+    s.add_argument("--epochs", type=positive, default=60, help="training epochs at most (default 60)")
+    s.add_argument("--patience", type=positive, default=8,
+                   help="stop after this many epochs without a better held-out score (default 8)")
+    s.add_argument("--seed", type=int_type(0, SEED_MAX), default=42,
+                   help="seed of the split, the weights and the batch order (default 42)")
     s.add_argument("--precision", type=float_type(0, 1, lo_open=True), default=0.99,
                    help="the router keeps a learned pattern whose probability is at least the threshold at which "
                         "held-out patterns are right this often (default 0.99)")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the training's result as JSON")
     s.set_defaults(func=cmd_train_generator)

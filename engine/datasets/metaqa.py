@@ -23,12 +23,16 @@ from the set reached at every step.  Its answers equal MetaQA's gold answers for
 the topic in intermediate sets gives 37% exact on 3-hop, excluding every revisited node (simple paths, i.e.
 injective matching of the gold pattern) 57%.
 
-Imports nothing of the engine: ``isorag eval`` reads MetaQA files with it, and so do the benchmarks.
+:func:`read_questions` reads a ``qa_*.txt`` file with its question types (through the one question reader,
+:mod:`engine.datasets.questions`). ``isorag eval`` reads MetaQA files with this module, and so do the benchmarks.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from engine.datasets.questions import question_rows, text_lines, topic_of
 
 #: attribute word of a qtype -> (KB relation, type word of its UNKNOWN node)
 ATTRIBUTES: dict[str, tuple[str, str]] = {
@@ -131,7 +135,31 @@ def follow_path(neighbours: Neighbours, topic: str, qtype: str, *, trace: list[s
     return current
 
 
+def read_questions(path: str | Path, *, qtypes: str | Path | None = None, limit: int | None = None,
+                   hops: int | None = None) -> list[dict[str, Any]]:
+    """The questions of a MetaQA ``qa_*.txt`` file: ``question`` (as written, topic in brackets), ``topic``,
+    ``answers``, ``qtype`` (line for line from ``qtypes``, default the ``qa_*_qtype.txt`` beside it, when there is
+    one; else None), ``hops`` and ``line``. A question without a ``[topic]`` is left out; ``limit`` counts the
+    questions kept."""
+    path = Path(path)
+    qt_path = Path(qtypes) if qtypes is not None else path.with_name(path.stem + "_qtype.txt")
+    types = {n: t.strip() for n, t in text_lines(qt_path)} if qtypes is not None or qt_path.is_file() else {}
+    out: list[dict[str, Any]] = []
+    for lineno, row in question_rows(path, fmt="metaqa"):
+        assert isinstance(row, tuple)  # a MetaQA row
+        q, answers = row[0], row[1]
+        topic = topic_of(q)
+        if topic is None:
+            continue
+        out.append({"question": q, "topic": topic, "answers": answers, "qtype": types.get(lineno), "hops": hops,
+                    "line": lineno})
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
 __all__ = [
+    "read_questions",
     "ATTRIBUTES",
     "parse_qtype",
     "relation_path",

@@ -1,4 +1,4 @@
-"""Embedders: names and queries -> L2-normalized float32 vectors (DESIGN §2, §7, §10).
+"""Embedders: names and queries -> L2-normalized float32 vectors.
 
 Three backends run the model's sentence-transformers pipeline (Transformer -> Pooling -> Normalize, as
 its ``modules.json`` and pooling config say):
@@ -164,7 +164,8 @@ class OnnxEmbedder(Embedder):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Busy-waiting worker threads lose badly when another process wants the other core (DESIGN §10).
+        # Busy-waiting worker threads lose badly when another process wants the other core of a 2-core machine
+        # (measured: benchmarks/embed.py).
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.log_severity_level = 3
         self._sess = ort.InferenceSession(str(build_dir / "model.onnx"), so, providers=["CPUExecutionProvider"])

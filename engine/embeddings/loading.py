@@ -1,6 +1,6 @@
 """``load_embedder``: the embedder of a model, device, backend and thread count, cached per process.
 
-``auto`` is torch on CUDA when CUDA is there, else ``onnx``: on the 2-core CPUs of DESIGN §10 it embeds
+``auto`` is torch on CUDA when CUDA is there, else ``onnx``: on 2-core CPUs (benchmarks/embed.py) it embeds
 MetaQA names ~1.7x faster than torch per CPU-second, 2.8x in wall time with 2 threads (~900 vs ~320
 names/s at best), and a lone query of three strings in ~7 ms instead of ~24 ms (``benchmarks/embed.py``).
 Else (no onnxruntime, an architecture or pipeline the export cannot reproduce) torch.
@@ -18,8 +18,8 @@ from typing import Any
 
 from engine._errors import ConfigError
 from engine.embeddings.embedders import Embedder, OnnxEmbedder, TorchEmbedder
-from engine.embeddings.onnx_build import _ensure_build, _Unsupported
-from engine.embeddings.sources import BUNDLED_MODEL, _resolve_source, _Source
+from engine.embeddings.onnx_build import ensure_build, UnsupportedModel
+from engine.embeddings.sources import BUNDLED_MODEL, resolve_source, ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def _cuda_available() -> bool:
         import torch
 
         return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a torch that cannot load CUDA means: no CUDA
         return False
 
 
@@ -48,7 +48,7 @@ def _default_threads() -> int:
     return max(1, min(cpus, 4))
 
 
-def _load_torch(src: _Source, device: str, threads: int | None) -> TorchEmbedder:
+def _load_torch(src: ModelSource, device: str, threads: int | None) -> TorchEmbedder:
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -63,25 +63,25 @@ def _load_torch(src: _Source, device: str, threads: int | None) -> TorchEmbedder
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             st = SentenceTransformer(str(src.path) if src.path is not None else src.name, device=device)
-    except Exception as e:  # noqa: BLE001 - unknown name, no network, bad directory, bad device...
+    except Exception as e:  # unknown name, no network, bad directory, bad device...
         raise ConfigError(f"cannot load embedding model {src.name!r}: {type(e).__name__}: {e}") from e
     st.eval()
     return TorchEmbedder(st, name=src.name, slug=src.slug, device=device, threads=threads)
 
 
-def _load_onnx(src: _Source, backend: str, threads: int | None) -> OnnxEmbedder:
+def _load_onnx(src: ModelSource, backend: str, threads: int | None) -> OnnxEmbedder:
     try:
-        import onnxruntime  # noqa: F401
+        import onnxruntime  # noqa: F401 - only whether it is installed
     except ImportError as e:
         raise ConfigError(f"backend {backend!r} needs the onnxruntime package (pip install onnxruntime)") from e
     slug = src.slug if backend == "onnx" else f"{src.slug}_onnx_q8"
     try:
-        build = _ensure_build(src, backend, slug)
-    except _Unsupported as e:
+        build = ensure_build(src, backend, slug)
+    except UnsupportedModel as e:
         raise ConfigError(f"embedding model {src.name!r} cannot run on backend {backend!r}: {e}") from e
     except ConfigError:
         raise
-    except Exception as e:  # noqa: BLE001 - export/quantization failures name the model and backend
+    except Exception as e:  # export/quantization failures name the model and backend
         raise ConfigError(f"building the {backend} model of {src.name!r} failed: {type(e).__name__}: {e}") from e
     return OnnxEmbedder(build, name=src.name, slug=slug, backend=backend, threads=threads or _default_threads())
 
@@ -115,7 +115,7 @@ def load_embedder(
             raise ConfigError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive integer or None, got {threads!r}")
-        src = _resolve_source(model)
+        src = resolve_source(model)
         if backend.startswith("onnx") and device not in ("auto", "cpu"):
             raise ConfigError(f"backend {backend!r} runs on the CPU only, not on {device!r}")
 

@@ -27,7 +27,7 @@ from engine._config import isorag_home
 from engine.embeddings.embedders import OnnxEmbedder
 
 if TYPE_CHECKING:
-    from engine.embeddings.sources import _Source
+    from engine.embeddings.sources import ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _fingerprint(src_dir: Path, recipe: dict[str, Any]) -> str:
     return h.hexdigest()[:16]
 
 
-class _Unsupported(Exception):
+class UnsupportedModel(Exception):
     """The model's pipeline cannot be run by the ONNX backend (e.g. a Dense module, an unknown pooling)."""
 
 
@@ -100,9 +100,9 @@ def _st_pipeline(src_dir: Path) -> dict[str, Any]:
         modules = json.loads(modules_file.read_text())
         kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
         if not kinds or kinds[0] != "Transformer" or any(k not in ("Pooling", "Normalize") for k in kinds[1:]):
-            raise _Unsupported(f"modules {kinds}: only Transformer -> Pooling -> [Normalize] runs on ONNX")
+            raise UnsupportedModel(f"modules {kinds}: only Transformer -> Pooling -> [Normalize] runs on ONNX")
         if kinds.count("Pooling") != 1:
-            raise _Unsupported(f"modules {kinds}: need exactly one Pooling")
+            raise UnsupportedModel(f"modules {kinds}: need exactly one Pooling")
         tdir = src_dir / modules[0].get("path", "")
         ppath = src_dir / modules[kinds.index("Pooling")].get("path", "")
         cfg_file = ppath / "config.json"
@@ -117,12 +117,12 @@ def _st_pipeline(src_dir: Path) -> dict[str, Any]:
         }
         other = [k for k, v in pool_cfg.items() if k.startswith("pooling_mode_") and v and k not in known]
         if other:
-            raise _Unsupported(f"pooling {other} is not supported on ONNX")
+            raise UnsupportedModel(f"pooling {other} is not supported on ONNX")
         if pool_cfg.get("include_prompt") is False:
-            raise _Unsupported("pooling with include_prompt=false is not supported on ONNX")
+            raise UnsupportedModel("pooling with include_prompt=false is not supported on ONNX")
         modes = [mode for key, mode in known.items() if pool_cfg.get(key)]
         if not modes:
-            raise _Unsupported("pooling config enables no mode")
+            raise UnsupportedModel("pooling config enables no mode")
     sbert = {}
     for d in (tdir, src_dir):
         f = d / "sentence_bert_config.json"
@@ -132,7 +132,7 @@ def _st_pipeline(src_dir: Path) -> dict[str, Any]:
     return {"transformer_dir": tdir, "pooling": modes, "sbert": sbert}
 
 
-def _build_fp32(src: _Source, out: Path) -> dict[str, Any]:
+def _build_fp32(src: ModelSource, out: Path) -> dict[str, Any]:
     """Export + fuse the transformer of ``src`` into ``out`` (model.onnx, tokenizer.json, embedder.json)."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -143,7 +143,7 @@ def _build_fp32(src: _Source, out: Path) -> dict[str, Any]:
     cfg = AutoConfig.from_pretrained(str(tdir))
     tok = AutoTokenizer.from_pretrained(str(tdir), use_fast=True)
     if not getattr(tok, "is_fast", False):
-        raise _Unsupported("the model has no fast tokenizer")
+        raise UnsupportedModel("the model has no fast tokenizer")
     max_len = pipe["sbert"].get("max_seq_length")
     if not max_len:
         limits = [getattr(cfg, "max_position_embeddings", None), getattr(tok, "model_max_length", None)]
@@ -232,7 +232,7 @@ def _build_fp32(src: _Source, out: Path) -> dict[str, Any]:
         last = f"{cand.name}: min cosine {cos:.6f} vs sentence-transformers"
         log.warning("ONNX build of %s rejected (%s)", src.name, last)
     else:
-        raise _Unsupported(f"the ONNX export does not reproduce sentence-transformers ({last})")
+        raise UnsupportedModel(f"the ONNX export does not reproduce sentence-transformers ({last})")
     for f in out.glob("raw.onnx*"):
         f.unlink()
     (out / "embedder.json").write_text(json.dumps(meta, indent=2))
@@ -280,7 +280,7 @@ def _build_q8(fp32_dir: Path, src_dir: Path, out: Path) -> dict[str, Any]:
     meta = json.loads((out / "embedder.json").read_text())
     cos = _check_build(out, _st_reference(src_dir), "onnx-q8")
     if cos < _MIN_COS["onnx-q8"]:
-        raise _Unsupported(f"the int8 model is too far from sentence-transformers (min cosine {cos:.4f})")
+        raise UnsupportedModel(f"the int8 model is too far from sentence-transformers (min cosine {cos:.4f})")
     meta.update(quantized=_Q8_RECIPE, kept_fp32=keep, check_min_cos=cos)
     (out / "embedder.json").write_text(json.dumps(meta, indent=2))
     return meta
@@ -295,7 +295,8 @@ def _st_reference(src_dir: Path) -> np.ndarray:
         from sentence_transformers import SentenceTransformer
 
         st = SentenceTransformer(str(src_dir), device="cpu")
-        _REF_CACHE[key] = np.asarray(st.encode(_PROBE_TEXTS, batch_size=8, normalize_embeddings=True, show_progress_bar=False), np.float32)
+        _REF_CACHE[key] = np.asarray(st.encode(_PROBE_TEXTS, batch_size=8, normalize_embeddings=True,
+                                               show_progress_bar=False), np.float32)
     return _REF_CACHE[key]
 
 
@@ -317,7 +318,7 @@ def _remove_stale_builds(root: Path, max_age_s: float = 24 * 3600) -> None:
             pass
 
 
-def _ensure_build(src: _Source, backend: str, slug: str) -> Path:
+def ensure_build(src: ModelSource, backend: str, slug: str) -> Path:
     """The directory of a checked ONNX build for (src, backend), building it if needed (atomically)."""
     src_dir = src.local_dir()
     recipe: dict[str, Any] = {"backend": backend}
@@ -328,7 +329,7 @@ def _ensure_build(src: _Source, backend: str, slug: str) -> Path:
     final = root / fp
     if (final / "model.onnx").exists() and (final / "embedder.json").exists():
         return final
-    fp32_dir = _ensure_build(src, "onnx", src.slug) if backend == "onnx-q8" else None
+    fp32_dir = ensure_build(src, "onnx", src.slug) if backend == "onnx-q8" else None
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_builds(root)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=root))

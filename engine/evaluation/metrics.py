@@ -1,9 +1,9 @@
-"""Evaluation of retrieval, answering and verification against ground truth (DIGEST §6.7).
+"""Evaluation of retrieval, answering and verification against ground truth.
 
 Inputs: a ``isorag synth`` JSON Lines file (gold pattern, answers, ground-truth triples, claims), MetaQA
-``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; gold patterns from the sibling ``qa_*_qtype.txt`` through
-the question types file beside it, ``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion (``question<TAB>answer(alias/...)
-<TAB>e#r#e#...#<end>#answer``; the gold pattern is the path).
+``qa_*.txt`` (``question with [topic]<TAB>a1|a2``; gold patterns from the question types file beside it,
+``qa_*_qtype.txt``, when present, else the LLM) or PathQuestion
+(``question<TAB>answer(alias/...)<TAB>e#r#e#...#<end>#answer``; the gold pattern is the path).
 
 Metrics per item, averaged overall and per shape and per number of hops:
 
@@ -13,14 +13,14 @@ Metrics per item, averaged overall and per shape and per number of hops:
 * ``hit`` -- some gold answer is among the predicted answers (those of the top-k subgraphs);
 * ``macro_f1`` -- F1 of predicted vs gold answer sets, averaged over items;
 * ``gt_recall`` / ``gt_precision`` / ``gt_f1`` -- the retrieved subgraphs' triples against the ground-truth
-  triples (the full answer subgraph where the file has it, as paper 003 recommends), direction-agnostic;
+  triples (the full answer subgraph where the file has it, as the SynthKGQA paper recommends:
+  :mod:`engine.evaluation.synth`), direction-agnostic;
 * ``answer_recall`` -- the share of gold answers among the entities of the retrieved triples;
 * ``verify_accuracy`` -- verdicts on the true and corrupted claims against their labels.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -88,7 +88,7 @@ def undirected(triple: Sequence[str]) -> tuple[str, str, str]:
 
 
 def triple_prf(retrieved: Iterable[Sequence[str]], gt: Iterable[Sequence[str]]) -> tuple[float, float, float]:
-    """GT-triple precision, recall, F1, direction-agnostic (paper 003)."""
+    """GT-triple precision, recall, F1, direction-agnostic (as SynthKGQA scores retrieved subgraphs)."""
     return prf({undirected(t) for t in retrieved}, {undirected(t) for t in gt})
 
 
@@ -122,54 +122,43 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- readers ----------------------------------------------------------------------------------------------
-def _pq_answers(field: str) -> list[str]:
-    m = re.match(r"^([^(]*)\((.*)\)\s*$", field.strip())
-    if not m:
-        return [field.strip().replace("_", " ")]
-    names = [m.group(1)] + [a for a in m.group(2).split("/") if a]
-    return list(dict.fromkeys(n.strip() for n in names if n.strip()))
+#: what an error names a file's format by
+_FORMAT_NAMES = {"jsonl": "isorag synth JSON Lines", "pathquestion": "PathQuestion", "metaqa": "MetaQA"}
 
 
 def read_items(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Items ``{id, question, answers, pattern?, triples?, shape, hops, claims?}`` from any supported format.
+    """Items ``{id, question, answers, pattern?, triples?, shape, hops, claims?}`` from any supported format (read
+    by :mod:`engine.datasets.questions`).
 
     A file that cannot be read, is not UTF-8, is empty or has a line that is not an item of its format is an
     InputError (``file:line: reason`` for a bad line)."""
+    from engine.datasets.questions import detect_format, question_rows
+
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MalformedInputError(path, raw.count(b"\n", 0, e.start) + 1,
-                                  f"not valid UTF-8: byte 0x{raw[e.start]:02x}") from None
-    lines = text.splitlines()
-    first = next((ln for ln in lines if ln.strip()), "")
-    if not first:
-        raise InputError(f"{path}: no items in it")
-    if first.lstrip().startswith("{"):
-        fmt, parse = "isorag synth JSON Lines", _synth_item
-    elif first.count("\t") >= 2 and "#" in first.split("\t")[2]:
-        fmt, parse = "PathQuestion", _pq_item
-    else:
-        fmt, parse = "MetaQA", _metaqa_reader(path)
+    fmt = detect_format(path, by_suffix=False)  # a ground-truth file says what it is by its content
+    name = _FORMAT_NAMES[fmt]
+    parse = {"jsonl": _synth_item, "pathquestion": _pq_item, "metaqa": _metaqa_reader(path)}[fmt]
     items: list[dict[str, Any]] = []
-    for i, ln in enumerate(lines):
-        if limit and len(items) >= limit:
-            break
-        if not ln.strip():
-            continue
+    rows = question_rows(path, fmt=fmt, limit=limit or None)
+    while True:
         try:
-            items.append(parse(i, ln, len(items)))
+            lineno, row = next(rows)
+        except StopIteration:
+            break
+        except MalformedInputError as e:
+            if e.reason.startswith("not valid UTF-8"):
+                raise
+            raise MalformedInputError(path, e.line, f"not a {name} item ({e.reason})") from e
+        try:
+            items.append(parse(lineno - 1, row, len(items)))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
-            raise MalformedInputError(path, i + 1, f"not a {fmt} item ({type(e).__name__}: {e})") from e
+            raise MalformedInputError(path, lineno, f"not a {name} item ({type(e).__name__}: {e})") from e
+    if not items:
+        raise InputError(f"{path}: no items in it")
     return items
 
 
-def _synth_item(i: int, ln: str, n: int) -> dict[str, Any]:
-    r = json.loads(ln)
+def _synth_item(i: int, r: Any, n: int) -> dict[str, Any]:
     claims = [{"claim": r["claim"], "pattern": r.get("claim_pattern"), "label": r.get("label", "SUPPORTED")}] \
         if r.get("claim") else []
     claims += [{"claim": c["claim"], "pattern": c.get("pattern"), "label": c.get("label", "REFUTED")}
@@ -180,19 +169,17 @@ def _synth_item(i: int, ln: str, n: int) -> dict[str, Any]:
             "shape": r.get("shape", "?"), "hops": r.get("hops", "?"), "claims": claims}
 
 
-def _pq_item(i: int, ln: str, n: int) -> dict[str, Any]:
-    q, ans, path_s = ln.split("\t")[:3]
-    parts = [p for p in path_s.split("#")]
-    if "<end>" in parts:
-        parts = parts[: parts.index("<end>")]
-    triples = [[parts[j], parts[j + 1], parts[j + 2]] for j in range(0, len(parts) - 2, 2)]
-    n_hops = len(triples)
-    label = {0: parts[0]}
-    for j in range(1, n_hops + 1):
-        label[j] = f"UNKNOWN {j}"
-    pattern = [[label[j], triples[j][1], label[j + 1]] for j in range(n_hops)]
-    return {"id": str(i), "question": q, "answers": _pq_answers(ans), "pattern": {"triples": pattern},
-            "triples": triples, "shape": f"path{n_hops}", "hops": n_hops, "claims": []}
+def _pq_item(i: int, row: Any, n: int) -> dict[str, Any]:
+    from engine.datasets.questions import pathquestion_path
+
+    q, answers, walk = row
+    topic, relations, entities = pathquestion_path(walk)
+    nodes = [topic, *entities]
+    triples = [[nodes[j], relations[j], nodes[j + 1]] for j in range(min(len(relations), len(nodes) - 1))]
+    labels = [nodes[0]] + [f"UNKNOWN {j}" for j in range(1, len(triples) + 1)]
+    pattern = [[labels[j], triples[j][1], labels[j + 1]] for j in range(len(triples))]
+    return {"id": str(i), "question": q, "answers": answers, "pattern": {"triples": pattern},
+            "triples": triples, "shape": f"path{len(triples)}", "hops": len(triples), "claims": []}
 
 
 def _metaqa_reader(path: Path) -> Any:
@@ -200,26 +187,21 @@ def _metaqa_reader(path: Path) -> Any:
     hop = int(hop_m.group(1)) if hop_m else "?"
     qtypes: list[str] | None = None
     qt = path.with_name(path.stem + "_qtype.txt")
-    gold_pattern = _metaqa_gold()
-    if qt.exists() and gold_pattern is not None:
+    if qt.exists():
         qtypes = qt.read_text(encoding="utf-8").splitlines()
 
-    def parse(i: int, ln: str, n: int) -> dict[str, Any]:
-        q, ans = ln.split("\t")[:2]
-        m = re.search(r"\[([^\]]+)\]", q)
-        pattern = gold_pattern(qtypes[i].strip(), m.group(1)) if qtypes and m and gold_pattern else None
-        return {"id": str(i), "question": q.replace("[", "").replace("]", ""), "answers": ans.split("|"),
+    def parse(i: int, row: Any, n: int) -> dict[str, Any]:
+        from engine.datasets.metaqa import gold_pattern
+        from engine.datasets.questions import topic_of
+
+        q, answers = row
+        topic = topic_of(q)
+        pattern = gold_pattern(qtypes[i].strip(), topic) if qtypes and topic else None
+        return {"id": str(i), "question": q.replace("[", "").replace("]", ""), "answers": answers,
                 "pattern": pattern, "triples": [], "shape": qtypes[i].strip() if qtypes else f"{hop}-hop",
                 "hops": hop, "claims": []}
 
     return parse
-
-
-def _metaqa_gold() -> Any:
-    """The gold pattern of a MetaQA question type (:func:`engine.datasets.metaqa.gold_pattern`)."""
-    from engine.datasets.metaqa import gold_pattern
-
-    return gold_pattern
 
 
 # -- the run ----------------------------------------------------------------------------------------------

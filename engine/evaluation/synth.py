@@ -1,7 +1,8 @@
-"""Ground-truth questions and claims sampled from a loaded KG (SynthKGQA, paper 003; DIGEST §4, §6.6).
+"""Ground-truth questions and claims sampled from a loaded KG, after SynthKGQA (Cattaneo, Luschi, Justus,
+"Ground-Truth Subgraphs for Better Training and Evaluation of Knowledge Graph Augmented LLMs").
 
 For each requested shape a small tree of KG triples is sampled through Cypher, preferring low-degree
-neighbours (paper 003's Algorithm 1: ``choice(M, p=Softmax([d(x)^-1 for x in M]))``):
+neighbours (the paper's Algorithm 1: ``choice(M, p=Softmax([d(x)^-1 for x in M]))``):
 
 ==========  =================  ========================================================
 shape       isomorphism type   sampled as
@@ -57,7 +58,7 @@ SEED, INTERMEDIATE, ANSWER = "seed", "intermediate", "answer"
 class SynthSettings:
     """Bounds and filters of the sampler (named defaults; override with ``dataclasses.replace``)."""
 
-    #: a sample with more answers than this is dropped (paper 003 keeps mostly unique answers: 1.3-1.5 on average)
+    #: a sample with more answers than this is dropped (SynthKGQA keeps mostly unique answers: 1.3-1.5 on average)
     max_answers: int = 10
     #: neighbours fetched per sampling step (a hub's first ``neighbour_cap`` relationships)
     neighbour_cap: int = 200
@@ -101,7 +102,7 @@ def _adjacency(n: int, edges: Sequence[tuple[int, Any, Any, int]]) -> list[list[
 
 
 def isomorphism_type(n: int, edges: Sequence[tuple[int, Any, Any, int]], answer: int) -> str:
-    """Paper 003's tree notation rooted at the answer: ``(n)`` a projection of length n from a seed to the
+    """SynthKGQA's tree notation rooted at the answer: ``(n)`` a projection of length n from a seed to the
     nearest branching point, juxtaposition an intersection, ``(k(n)(m))`` a further projection of length k
     after an intersection (k omitted when 1). Branches are written longest first."""
     adj = _adjacency(n, edges)
@@ -140,7 +141,8 @@ def _distances(n: int, edges: Sequence[tuple[int, Any, Any, int]], root: int) ->
 
 def subtree_edges(n: int, edges: Sequence[tuple[int, Any, Any, int]], answer: int,
                   seeds: Sequence[int]) -> list[int]:
-    """Indices of the edges on the paths from ``seeds`` to ``answer`` (paper 003 A.3's sub-query graph)."""
+    """Indices of the edges on the paths from ``seeds`` to ``answer`` (SynthKGQA's sub-query graph, its appendix
+    A.3)."""
     adj_e: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for i, (h, _, _, t) in enumerate(edges):
         adj_e[h].append((t, i))
@@ -164,7 +166,7 @@ def subtree_edges(n: int, edges: Sequence[tuple[int, Any, Any, int]], answer: in
 
 
 def inverse_degree_weights(degrees: Sequence[int]) -> list[float]:
-    """Softmax of 1/d (paper 003, Algorithm 1)."""
+    """Softmax of 1/d (SynthKGQA's Algorithm 1)."""
     xs = [1.0 / max(int(d), 1) for d in degrees]
     m = max(xs) if xs else 0.0
     ws = [math.exp(x - m) for x in xs]
@@ -342,7 +344,7 @@ class Synthesizer:
             self._drop("ambiguous_names")
             return None
         n = len(sample.eids)
-        # redundancy (paper 003 A.3): a proper subset of the seeds with the same answers
+        # redundancy (SynthKGQA, appendix A.3): a proper subset of the seeds with the same answers
         redundant, minimal_seeds, minimal_iso = False, seed_names, None
         seeds = sample.seeds
         for size in range(1, len(seeds)):

@@ -30,6 +30,7 @@ from engine._errors import CheckpointError
 from engine.linking.text import MASK, LinkModel, LinkedTopic, candidates, mask, unknown_names, word_ngrams
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
+from engine._timing import ms
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -133,11 +134,11 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
         raise CheckpointError(f"no generator file at {p}: train one with `isorag train-generator`")
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is the same error for the user
+    except Exception as e:  # any unreadable file is the same error for the user
         raise CheckpointError(f"{p}: not a generator file ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"{p}: not a generator file (format {data.get('format') if isinstance(data, dict) else None!r}, "
-                              f"expected {FORMAT!r})")
+        found = data.get("format") if isinstance(data, dict) else None
+        raise CheckpointError(f"{p}: not a generator file (format {found!r}, expected {FORMAT!r})")
     if kg is not None and data["kg"] != kg:
         raise CheckpointError(f"{p}: a generator of KG {data['kg']!r}, not of {kg!r}: train one on this KG "
                               f"(isorag train-generator --kg {kg})")
@@ -327,7 +328,7 @@ class PatternGenerator:
                     out.append((self.templates[j].fill([t.name for t in linked]), float(q[j]) * conf))
                     used.append(self.templates[j])
         t2 = time.perf_counter()
-        return Proposal(text, linked, out, used, {"link": _ms(t1 - t0), "generate": _ms(t2 - t1)}, warnings)
+        return Proposal(text, linked, out, used, {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings)
 
     def propose_claim(self, text: str) -> Proposal:
         """A claim's pattern: each linked entity in turn is the template's answer (its name in the answer slot),
@@ -368,11 +369,8 @@ class PatternGenerator:
         t2 = time.perf_counter()
         beam = [(best[1], best[0])] if best else []
         return Proposal(text, linked, beam, [best[2]] if best else [],
-                        {"link": _ms(t1 - t0), "generate": _ms(t2 - t1)}, warnings)
+                        {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings)
 
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
 
 
 def template_index(templates: Sequence[Template]) -> Mapping[Template, int]:

@@ -1,4 +1,4 @@
-"""Pattern templates: what the learned generator chooses among (DESIGN §13).
+"""Pattern templates: what the learned generator chooses among (docs/learned-patterns.md).
 
 A template is a pattern with its topic entities taken out: triples over *slots*, ``T1``, ``T2``... for the topics
 (in the order the question names them) and ``U1``, ``U2``... for the unknown nodes, the answer being the last

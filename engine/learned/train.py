@@ -137,12 +137,12 @@ def make_record(question: str, topics: Sequence[str] | None = None, answers: Seq
 def read_records(path: str | Path, *, limit: int | None = None) -> list[GeneratorRecord]:
     """Training questions from a file: MetaQA lines (``question [topic]<TAB>a1|a2``), or JSON Lines with
     ``question`` and ``topics`` (or synth's ``seeds``), ``answers`` and optionally ``pattern``."""
-    from engine.scoring.qa import question_rows
+    from engine.datasets.questions import JSONL_SUFFIXES, question_rows
 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no question file at {path}")
-    jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
+    jsonl = path.suffix.lower() in JSONL_SUFFIXES
     out: list[GeneratorRecord] = []
     for lineno, row in question_rows(path, jsonl=jsonl, limit=limit):
         src = f"{path.name}:{lineno}"
@@ -156,7 +156,7 @@ def read_records(path: str | Path, *, limit: int | None = None) -> list[Generato
                     raise MalformedInputError(path, lineno, '"answers" must be a list of strings')
                 out.append(make_record(row["question"], topics, answers, row.get("pattern"), src))
             else:
-                q, answers = row
+                q, answers = row[0], row[1]
                 if "[" not in q:
                     raise MalformedInputError(path, lineno, "no [topic entity] in the question")
                 out.append(make_record(q, None, answers, None, src))

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from engine._errors import LLMError
 
-__all__ = ["LLM", "LLMStats", "metered"]
+__all__ = ["LLM", "LLMStats", "Outcome", "Tokens", "chat_messages", "clip", "counted", "metered"]
 
 log = logging.getLogger("isorag.llm")
 
@@ -88,7 +88,7 @@ def metered(stats: LLMStats | None = None) -> Iterator[LLMStats]:
         _METER.reset(token)
 
 
-class _Tokens:
+class Tokens:
     """The token counts one call reports (filled in by the provider as the usage comes)."""
 
     def __init__(self) -> None:
@@ -96,11 +96,11 @@ class _Tokens:
         self.completion_tokens = 0
 
 
-_T = TypeVar("_T", bound=_Tokens)
+_T = TypeVar("_T", bound=Tokens)
 
 
 @contextlib.contextmanager
-def _counted(stats: LLMStats, tokens: _T) -> Iterator[_T]:
+def counted(stats: LLMStats, tokens: _T) -> Iterator[_T]:
     """Count the call made inside the block in ``stats`` when the block ends, however it ends: its wall time,
     ``tokens``, and whether an LLMError ended it (:meth:`LLMStats.record`). Every call path of every provider
     goes through here."""
@@ -138,14 +138,14 @@ class LLM:
         yield await self.acomplete(prompt, system=system)
 
 
-def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
+def chat_messages(prompt: str, system: str | None) -> list[dict[str, str]]:
     # SimGRAG sends a single user message; a system message only when the caller asks for one.
     if system:
         return [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
     return [{"role": "user", "content": prompt}]
 
 
-class _Outcome(_Tokens):
+class Outcome(Tokens):
     """What one streamed or whole completion produced, checked the same way for both."""
 
     def __init__(self) -> None:
@@ -168,7 +168,7 @@ class _Outcome(_Tokens):
         text = self.text
         refusal = "".join(self.refusal)
         if refusal:
-            raise LLMError(f"the model refused: {_clip(refusal)}", refusal)
+            raise LLMError(f"the model refused: {clip(refusal)}", refusal)
         if self.finish_reason == "content_filter":
             raise LLMError("the answer was stopped by the endpoint's content filter", text)
         if not text.strip():
@@ -178,6 +178,6 @@ class _Outcome(_Tokens):
         return text
 
 
-def _clip(text: str, limit: int = 300) -> str:
+def clip(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

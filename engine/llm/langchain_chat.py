@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 from engine._errors import ConfigError, LLMError
-from engine.llm.base import LLM, LLMStats, _counted, _Tokens
+from engine.llm.base import LLM, LLMStats, counted, Tokens
 from engine.llm.limiter import Limiter
 
 __all__ = ["LangChainLLM"]
@@ -76,7 +76,7 @@ class LangChainLLM(LLM):
 
     def complete(self, prompt: str, *, system: str | None = None) -> str:
         messages = _langchain_messages(prompt, system)
-        with _counted(self.stats, _ChatUsage()) as usage:
+        with counted(self.stats, _ChatUsage()) as usage:
             with self._limiter:
                 try:
                     message = self.model.invoke(messages)
@@ -87,7 +87,7 @@ class LangChainLLM(LLM):
 
     async def acomplete(self, prompt: str, *, system: str | None = None) -> str:
         messages = _langchain_messages(prompt, system)
-        with _counted(self.stats, _ChatUsage()) as usage:
+        with counted(self.stats, _ChatUsage()) as usage:
             await self._limiter.aacquire()
             try:
                 message = await self.model.ainvoke(messages)
@@ -100,7 +100,7 @@ class LangChainLLM(LLM):
 
     def stream(self, prompt: str, *, system: str | None = None) -> Iterator[str]:
         messages, parts = _langchain_messages(prompt, system), []
-        with _counted(self.stats, _ChatUsage()) as usage:
+        with counted(self.stats, _ChatUsage()) as usage:
             with self._limiter:
                 try:
                     for chunk in self.model.stream(messages):
@@ -115,7 +115,7 @@ class LangChainLLM(LLM):
 
     async def astream(self, prompt: str, *, system: str | None = None) -> AsyncIterator[str]:
         messages, parts = _langchain_messages(prompt, system), []
-        with _counted(self.stats, _ChatUsage()) as usage:
+        with counted(self.stats, _ChatUsage()) as usage:
             await self._limiter.aacquire()
             try:
                 async for chunk in self.model.astream(messages):
@@ -131,7 +131,7 @@ class LangChainLLM(LLM):
             self._check("".join(parts))
 
 
-class _ChatUsage(_Tokens):
+class _ChatUsage(Tokens):
     """The token counts of a langchain-core message (the last chunk of a stream that has any)."""
 
     def take(self, message: Any) -> None:

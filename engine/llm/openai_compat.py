@@ -24,7 +24,7 @@ from typing import Any
 
 from engine._errors import ConfigError, LLMError
 from engine._secrets import mask_uri, register, scrub
-from engine.llm.base import LLM, LLMStats, _clip, _counted, _messages, _Outcome
+from engine.llm.base import LLM, LLMStats, clip, counted, chat_messages, Outcome
 from engine.llm.config import LLMConfig
 from engine.llm.limiter import Limiter
 
@@ -98,7 +98,7 @@ class OpenAILLM(LLM):
         c = self.config
         params: dict[str, Any] = {
             "model": c.model,
-            "messages": _messages(prompt, system),
+            "messages": chat_messages(prompt, system),
             "temperature": c.temperature,
             "max_tokens": c.max_tokens,
         }
@@ -152,7 +152,7 @@ class OpenAILLM(LLM):
         while True:
             try:
                 return fn()
-            except Exception as e:  # not only OpenAIError: a garbled body raises ValueError
+            except Exception as e:  # noqa: BLE001 - not only OpenAIError: a garbled body raises ValueError
                 delay = self._retry_delay(e, attempt)
             time.sleep(delay)
             attempt += 1
@@ -162,13 +162,13 @@ class OpenAILLM(LLM):
         while True:
             try:
                 return await fn()
-            except Exception as e:  # not only OpenAIError: a garbled body raises ValueError
+            except Exception as e:  # noqa: BLE001 - not only OpenAIError: a garbled body raises ValueError
                 delay = self._retry_delay(e, attempt)
             await asyncio.sleep(delay)
             attempt += 1
 
     @staticmethod
-    def _whole(out: _Outcome, response: Any) -> _Outcome:
+    def _whole(out: Outcome, response: Any) -> Outcome:
         """Fold a whole completion into ``out`` (a response without choices is an error, its usage not counted)."""
         choices = getattr(response, "choices", None) or []
         if not choices:
@@ -184,7 +184,7 @@ class OpenAILLM(LLM):
         return out
 
     @staticmethod
-    def _chunk(out: _Outcome, chunk: Any) -> str:
+    def _chunk(out: Outcome, chunk: Any) -> str:
         """Fold one streamed chunk into ``out``; the new text (maybe "")."""
         out.take_usage(getattr(chunk, "usage", None))
         if not chunk.choices:
@@ -211,7 +211,7 @@ class OpenAILLM(LLM):
 
     def complete(self, prompt: str, *, system: str | None = None) -> str:
         params = self._params(prompt, system, stream=False)
-        with _counted(self.stats, _Outcome()) as out:
+        with counted(self.stats, Outcome()) as out:
             with self._limiter:
                 self._whole(out, self._call(lambda: self._client.chat.completions.create(**params)))
             return out.check()
@@ -219,7 +219,7 @@ class OpenAILLM(LLM):
     async def acomplete(self, prompt: str, *, system: str | None = None) -> str:
         params = self._params(prompt, system, stream=False)
         client = self._aclient()
-        with _counted(self.stats, _Outcome()) as out:
+        with counted(self.stats, Outcome()) as out:
             await self._limiter.aacquire()
             try:
                 response = await self._acall(lambda: client.chat.completions.create(**params))
@@ -232,7 +232,7 @@ class OpenAILLM(LLM):
         """Tokens as the endpoint sends them. Only opening the stream is retried: once a token has been
         yielded, a broken stream is an LLMError. The refusal/empty checks run when the stream ends."""
         params = self._params(prompt, system, stream=True)
-        with _counted(self.stats, _Outcome()) as out:
+        with counted(self.stats, Outcome()) as out:
             with self._limiter:
                 response = self._call(lambda: self._client.chat.completions.create(**params))
                 try:
@@ -249,7 +249,7 @@ class OpenAILLM(LLM):
     async def astream(self, prompt: str, *, system: str | None = None) -> AsyncIterator[str]:
         params = self._params(prompt, system, stream=True)
         client = self._aclient()
-        with _counted(self.stats, _Outcome()) as out:
+        with counted(self.stats, Outcome()) as out:
             await self._limiter.aacquire()
             try:
                 response = await self._acall(lambda: client.chat.completions.create(**params))
@@ -326,4 +326,4 @@ def _body(exc: Exception) -> str:
 
 
 def _error_text(exc: Exception) -> str:
-    return _clip(getattr(exc, "message", None) or str(exc))
+    return clip(getattr(exc, "message", None) or str(exc))

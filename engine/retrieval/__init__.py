@@ -1,1 +1,2 @@
-"""From a pattern to the top-k subgraphs: the pattern model and its LLM-text reader, the retriever and its results, the exact matcher, the oracle, the statements they run and the evidence text."""
+"""From a pattern to the top-k subgraphs: the pattern model and its LLM-text reader, the retriever and its results,
+the exact matcher, the oracle, the statements they run and the evidence text."""

@@ -1,4 +1,4 @@
-"""Exact top-k subgraph matching by graph semantic distance (SimGRAG, DESIGN §4).
+"""Exact top-k subgraph matching by graph semantic distance (SimGRAG; the search: docs/architecture.md).
 
 GSD(P, S) = sum over known pattern nodes v of ||z_v - z_f(v)|| + sum over pattern edges with a known
 relation of ||z_r - z_f(r)||; unknown nodes and relations cost 0.
@@ -25,8 +25,8 @@ subgraph with a smaller GSD exists (the bound is admissible).
 
 What must be distinct is :attr:`MatchSettings.distinct`: KG nodes and relationships (``"nodes"``, subgraph
 isomorphism), relationships only (``"edges"``; besides, an unknown node never binds the entity of a known
-node: the question's named entities are not its answers), or nothing (``"none"``). Popping a batch of expansions at once and expanding them
-with one query per pattern edge changes the number of round trips, never the result.
+node: the question's named entities are not its answers), or nothing (``"none"``). Popping a batch of expansions at once
+and expanding them with one query per pattern edge changes the number of round trips, never the result.
 """
 
 from __future__ import annotations
@@ -252,8 +252,9 @@ class Matcher:
     # -- Cypher ----------------------------------------------------------------------------------------
     def _expand_query(self, types: Sequence[str] | None, allowed: Container[str], forward: bool | None,
                       closes: bool, filter_nodes: bool, capped: bool, dense: int | None = None) -> str:
-        """One statement for a batch of states along one pattern edge (:func:`engine.retrieval.statements.expand_statement`:
-        ``types`` checked against ``allowed``, the KG's catalog); every value is a parameter."""
+        """One statement for a batch of states along one pattern edge
+        (:func:`engine.retrieval.statements.expand_statement`: ``types`` checked against ``allowed``, the KG's
+        catalog); every value is a parameter."""
         return expand_statement(types, allowed, forward, closes=closes, filter_nodes=filter_nodes,
                                 capped=capped, split=filter_nodes and dense is not None)
 

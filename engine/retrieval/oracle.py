@@ -1,6 +1,7 @@
 """The exhaustive form of matching: one Cypher statement per pattern that computes every isomorphic
-subgraph's GSD and orders by it (DIGEST §6.2 (b)). It is the test oracle of :mod:`engine.retrieval.matcher` and is
-usable for small candidate sets; it enumerates everything, so it is no retriever for large KGs.
+subgraph's GSD and orders by it: a brute force over every isomorphic mapping. It is the test oracle of
+:mod:`engine.retrieval.matcher` and is usable for small candidate sets; it enumerates everything, so it is no retriever
+for large KGs.
 
 The statement comes from ``cypher/oracle.cypher`` (:func:`engine.retrieval.statements.oracle_statement`): only
 identifiers (relationship types from the KG's catalog, backtick-escaped) are written into the text; candidate ids

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import MatchSettings
 from engine._errors import PatternError
+from engine._timing import ms
 from engine.linking.names import NameMatch, normalize_name
 from engine.linking.search import lookup_written, name_candidates
 from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
@@ -73,6 +74,12 @@ class Retriever:
         aliases (a new generation of :attr:`watch`). The pattern-text embeddings stay: a text's vector does not
         depend on the KG."""
         self.watch.forget()
+
+    def forget_text(self, text: str) -> None:
+        """Drop one text's cached embedding, so that the next retrieval embeds it again (as for a text never seen:
+        what a measurement of a first question needs)."""
+        with self._text_lock:
+            self._text_cache.pop(text, None)
 
     def check_version(self) -> int | None:
         """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
@@ -207,7 +214,8 @@ class Retriever:
         timings["graph"] = time.perf_counter() - t2
         relations = {}
         for e in pattern.edges:
-            relations[e.index] = rel_hits.get(e.relation, {}) if e.relation is not None else {t: 0.0 for t in type_names}
+            relations[e.index] = (rel_hits.get(e.relation, {}) if e.relation is not None
+                                  else {t: 0.0 for t in type_names})
         return Candidates(nodes, relations, type_names, cut, names)
 
     def has_aliases(self) -> bool:
@@ -261,7 +269,7 @@ class Retriever:
         result.kg_version = version
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
-        result.timings = {k2: round(v * 1000.0, 3) for k2, v in timings.items()}  # milliseconds
+        result.timings = {k2: ms(v) for k2, v in timings.items()}
         return result
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
@@ -276,7 +284,8 @@ class Retriever:
                       | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
                       | {eid for near in nearest.values() for eid, _ in near})
         rows = self.graph.entities(eids) if eids else {}
-        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "") for eid, r in rows.items()}
+        ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
+               for eid, r in rows.items()}
         for eid in eids:
             ent.setdefault(eid, Entity(eid, str(eid), ""))
         subgraphs = []

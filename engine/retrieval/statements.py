@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 class CandidateSets(Protocol):
-    """What the oracle's statement reads of :class:`engine.retrieval.matcher.Candidates` (a Protocol, so that this module
-    does not import the matcher, which imports it)."""
+    """What the oracle's statement reads of :class:`engine.retrieval.matcher.Candidates` (a Protocol, so that this
+    module does not import the matcher, which imports it)."""
 
     @property
     def nodes(self) -> Mapping[str, Mapping[int, float] | None]: ...
@@ -98,7 +98,8 @@ def oracle_statement(pattern: Pattern, cands: CandidateSets, allowed: Container[
 def answer_statement(edges: Sequence[tuple[int, int, str, int]], answer: int, seeds: Sequence[int],
                      allowed: Container[str] | None, *, directed: bool) -> Fragment:
     """The query of a synthetic sample's pattern (``cypher/synth_answer.cypher``): ``edges`` are ``(edge index,
-    head index, relationship type, tail index)``, node ``i`` the variable ``n<i>``, edge ``j`` ``r<j>``; each seed's entity is the parameter ``$n<i>``; every node is a distinct entity.
+    head index, relationship type, tail index)``, node ``i`` the variable ``n<i>``, edge ``j`` ``r<j>``; each seed's
+    entity is the parameter ``$n<i>``; every node is a distinct entity.
     Types are checked against ``allowed`` (``None``: the types as sampled from the KG)."""
     used = sorted({h for _, h, _, _ in edges} | {t for _, _, _, t in edges})
     var = {i: variable("n", i) for i in used}

@@ -26,8 +26,8 @@ from typing import Any, Iterable, Sequence
 
 from engine._errors import CheckpointError, ConfigError
 
-__all__ = ["FORMAT", "MODELS", "LEGACY_EXTRA_STOPWORDS", "ScorerCheckpoint", "check_model_config", "make_model", "relation_fingerprint",
-           "save_checkpoint", "load_checkpoint"]
+__all__ = ["FORMAT", "MODELS", "LEGACY_EXTRA_STOPWORDS", "ScorerCheckpoint", "check_model_config", "make_model",
+           "relation_fingerprint", "save_checkpoint", "load_checkpoint"]
 
 FORMAT = "isorag-scorer/1"
 #: CLI names of the models -> class names
@@ -177,7 +177,7 @@ def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: 
                               f"--out {path}`")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is the same error for the caller
+    except Exception as e:  # any unreadable file is the same error for the caller
         raise CheckpointError(f"{path} is not a readable scorer checkpoint: {type(e).__name__}: {e}") from e
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
@@ -214,7 +214,7 @@ def load_checkpoint(path: str | Path, *, kg: str | None = None, embedding_slug: 
         model.load_state_dict(payload["state_dict"])
     except CheckpointError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise CheckpointError(f"scorer checkpoint {path} does not rebuild its {payload['model_class']}: {e}") from e
     model.eval()
     model.to(device)

@@ -32,5 +32,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         if not WITH_CUDA:
             raise ConfigError(f"device {str(dev)!r} requested but CUDA is not available here")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ConfigError(f"device {str(dev)!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
+            raise ConfigError(f"device {str(dev)!r} requested but only {torch.cuda.device_count()} CUDA device(s) "
+                              "exist")
     return dev

@@ -1,4 +1,4 @@
-"""An answer from scored triples, without an LLM (the scorer as the retriever, DESIGN §5).
+"""An answer from scored triples, without an LLM (the scorer as the retriever: docs/triple-scorer.md).
 
 Over the selected triples (undirected), a breadth-first walk from the anchors gives each entity its distance
 and a path confidence ``conf(v) = max conf(u) * s(u, v)`` over the selected triples from the previous layer
@@ -12,9 +12,10 @@ The sum ranks an entity that several confident paths reach (the genre of several
 director) above one reached once; the second factor puts where the confident paths *end* above the way
 there (a film on the way to its director scores low, the director high). Anchors are never answers.
 Measured on MetaQA (benchmarks/scorer.py): the sum instead of the best path alone, over the 200 best
-triples, took 3-hop Hits@1 from 0.11 to 0.24 with the same checkpoint (README, Triple scorer).
+triples, took 3-hop Hits@1 from 0.11 to 0.24 with the same checkpoint (docs/triple-scorer.md).
 
-With ``prior`` (a scorer's relation walk: where the question's walk ends, :class:`~engine.scoring.models.query_walk.QueryWalk`)
+With ``prior`` (a scorer's relation walk: where the question's walk ends,
+:class:`~engine.scoring.models.query_walk.QueryWalk`)
 the answer score is multiplied by it: the scored paths say which entities the evidence supports, the walk
 which of them the question's relations end on. One DDE+MLP checkpoint with the walk, MetaQA test questions:
 Hits@1 0.973 / 0.966 / 0.760 (1/2/3-hop) without the prior, 0.973 / 0.980 / 0.913 with it.

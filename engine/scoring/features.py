@@ -1,4 +1,4 @@
-"""The scorers' features: entity and relation embeddings from Milvus by id, cached per process (DESIGN §5).
+"""The scorers' features: entity and relation embeddings from Milvus by id, cached per process (docs/triple-scorer.md).
 
 :class:`FeatureStore` keeps an LRU of entity vectors (a preallocated matrix plus an id -> row map, so a
 neighbourhood's features are one gather), fetches the missing ones from Milvus in batches, and holds the KG's
@@ -29,7 +29,8 @@ DEFAULT_CACHE_ENTITIES = 200_000
 
 
 class FeatureStore:
-    """Entity / relation vectors of one KG under one embedding model, from a :class:`~engine.stores.vectors.VectorStore`.
+    """Entity / relation vectors of one KG under one embedding model, from a
+    :class:`~engine.stores.vectors.VectorStore`.
 
     ``capacity`` entity vectors are cached (least recently used evicted). Thread-safe.
     """

@@ -1,5 +1,5 @@
-"""Supervision for the triple scorers: the triples on shortest topic <-> answer paths (DIGEST §1.1, §6.3), or,
-when a question's relation path is known (MetaQA's question types name it), the triples on the walks
+"""Supervision for the triple scorers: the triples on shortest topic <-> answer paths (SubgraphRAG's weak supervision),
+or, when a question's relation path is known (MetaQA's question types name it), the triples on the walks
 topic -r1- x -r2- ... -rn- answer that follow it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Retrieval metrics over scored triples (DIGEST §6.7): triple recall@K and answer recall@K."""
+"""Retrieval metrics over scored triples, as SubgraphRAG and QSRAG report them: triple recall@K and answer recall@K."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The h-hop neighbourhood of anchor entities, fetched from Neo4j for the triple scorers (DESIGN §5).
+"""The h-hop neighbourhood of anchor entities, fetched from Neo4j for the triple scorers (docs/triple-scorer.md).
 
 One batched Cypher query per hop (``cypher/neighbourhood_hop.cypher``: ``UNWIND`` the frontier) returns every
 KG relationship of the frontier entities, either way, with its direction kept; only the KG's own relation
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from engine._cypher import render, rel_types
+from engine._timing import ms_since
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
@@ -39,7 +40,7 @@ __all__ = [
     "fetch_neighbourhood",
 ]
 
-#: SubgraphRAG's pools are 2-hop neighbourhoods (DIGEST §1.4); MetaQA's 3-hop questions need 3.
+#: SubgraphRAG's pools are 2-hop neighbourhoods; MetaQA's 3-hop questions need 3.
 DEFAULT_HOPS = 2
 #: The issue's scoring target is set for neighbourhoods of up to 10,000 triples.
 DEFAULT_MAX_EDGES = 10_000
@@ -158,8 +159,9 @@ def fetch_neighbourhood(
     *,
     nameless_pattern: str = NAMELESS_PATTERN,
 ) -> Neighbourhood:
-    """The ``hops``-hop neighbourhood of the ``anchors`` (eids) in ``graph`` (a :class:`~engine.stores.graph.GraphStore`),
-    at most ``max_edges`` triples (see the module docstring for what is pruned past the cap).
+    """The ``hops``-hop neighbourhood of the ``anchors`` (eids) in ``graph`` (a
+    :class:`~engine.stores.graph.GraphStore`), at most ``max_edges`` triples (see the module docstring for what is
+    pruned past the cap).
 
     Anchors not in the KG are ignored; none left gives an empty neighbourhood. Queries: one for the anchors,
     one per hop (plus one per entity expanded in part, which happens only when an entity alone has more
@@ -176,7 +178,7 @@ def fetch_neighbourhood(
     code = {t: i for i, t in enumerate(types)}
     wanted = list(dict.fromkeys(int(a) for a in anchors))
     if not wanted or not types:
-        report.ms = (time.perf_counter() - t_start) * 1000.0
+        report.ms = ms_since(t_start)
         return _empty(graph.kg, types, report)
     alternation = rel_types(types, set(types))
     hop_query = render("neighbourhood_hop", rel_types=alternation)
@@ -187,7 +189,7 @@ def fetch_neighbourhood(
     found = {int(r["eid"]): r for r in rows}
     start = [a for a in wanted if a in found]
     if not start:
-        report.ms = (time.perf_counter() - t_start) * 1000.0
+        report.ms = ms_since(t_start)
         return _empty(graph.kg, types, report)
 
     index: dict[int, int] = {}
@@ -288,7 +290,7 @@ def fetch_neighbourhood(
 
     report.edges = len(heads)
     report.nodes = len(node_eids)
-    report.ms = round((time.perf_counter() - t_start) * 1000.0, 3)
+    report.ms = ms_since(t_start)
     return Neighbourhood(
         kg=graph.kg,
         nodes=np.asarray(node_eids, dtype=np.int64),

@@ -184,9 +184,9 @@ def train_pos(ex: dict[str, Any]) -> np.ndarray:
 
 def attach_masked_questions(data: PreparedSet, records: Sequence[QARecord], embedder: TextEmbedder) -> int:
     """Set ``data.q_walk_emb``: each question embedded with its topic mentions masked (its record's
-    ``topics`` and bracketed spans, :func:`~engine.scoring.models.query_walk.mask_mentions`), one embedding call. Examples
-    are matched to records by ``source`` and question; a question without a record keeps its text. Returns how many
-    questions changed."""
+    ``topics`` and bracketed spans, :func:`~engine.scoring.models.query_walk.mask_mentions`), one embedding call.
+    Examples are matched to records by ``source`` and question; a question without a record keeps its text. Returns
+    how many questions changed."""
     from engine.scoring.models.query_walk import mask_mentions
 
     by_key = {(r.source, r.question): r for r in records}  # sources alone repeat across files of one name
@@ -316,7 +316,7 @@ def prepare(
     examples: list[dict[str, Any]] = []
     questions: list[str] = []
     skipped = {"no_topic": 0, "empty": 0}
-    for r, topics, depth, k in keyed:
+    for r, _topics, depth, k in keyed:
         nb = nbs.get(k)
         if nb is None:
             skipped["no_topic"] += 1

@@ -1,21 +1,21 @@
 """Questions and answers for the triple scorers, from files, and their entities in the KG.
 
-Question files: MetaQA lines (``question with [topic]<TAB>answer1|answer2``) or JSON Lines
-``{"question", "topics": [...], "answers": [...], "triples": [[h, r, t], ...]?, "relation_path": [...]?}``
-(topics and answers are entity keys or names; ``triples``, when given, are the ground-truth evidence and replace
-the weak labels). :func:`resolve_entities` maps those keys or names to entity ids (one batched query by key,
-one by name for the rest).
+Question files (read by :mod:`engine.datasets.questions`): MetaQA lines (``question with [topic]<TAB>answer1|answer2``)
+or JSON Lines ``{"question", "topics": [...], "answers": [...], "triples": [[h, r, t], ...]?, "relation_path": [...]?}``
+(topics and answers are entity keys or names; ``triples``, when given, are the ground-truth evidence and replace the
+weak labels). :func:`resolve_entities` maps those keys or names to entity ids (one batched query by key, one by name for
+the rest).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from engine._errors import InputError, MalformedInputError
+from engine.datasets.questions import JSONL_SUFFIXES, question_rows, text_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
@@ -36,50 +36,9 @@ class QARecord:
     hops: int | None = None
     source: str = ""
     #: relation names (or types) from the topic to the answers, when known (MetaQA's question types name it):
-    #: the training labels are then the triples on walks that follow it (:func:`~engine.scoring.labels.relation_path_labels`)
+    #: the training labels are then the triples on walks that follow it
+    #: (:func:`~engine.scoring.labels.relation_path_labels`)
     relation_path: list[str] | None = None
-
-
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a UTF-8 file; a byte that is not UTF-8 is a MalformedInputError at its line."""
-    try:
-        f = path.open("rb")
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    with f:
-        for n, raw in enumerate(f, start=1):
-            try:
-                yield n, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                raise MalformedInputError(path, n, f"not valid UTF-8: byte 0x{raw[e.start]:02x} at column "
-                                                   f"{e.start + 1}") from None
-
-
-def question_rows(path: Path, *, jsonl: bool, limit: int | None = None
-                  ) -> Iterator[tuple[int, dict[str, Any] | tuple[str, list[str]]]]:
-    """(line number, row) of a question file, blank lines skipped, at most ``limit`` rows: a JSON object with a
-    ``"question"`` string (``jsonl``), else a MetaQA line as its question and its answers. A line that is neither
-    is a MalformedInputError at its line; the fields beyond ``question`` are the caller's to check."""
-    n = 0
-    for lineno, line in _text_lines(path):
-        if limit is not None and n >= limit:
-            return
-        if not line.strip():
-            continue
-        n += 1
-        if jsonl:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise MalformedInputError(path, lineno, f"not JSON: {e.msg}") from e
-            if not isinstance(obj, dict) or not isinstance(obj.get("question"), str):
-                raise MalformedInputError(path, lineno, 'needs a "question" string')
-            yield lineno, obj
-        else:
-            if "\t" not in line:
-                raise MalformedInputError(path, lineno, "expected 'question<TAB>answer1|answer2'")
-            q, a = line.split("\t", 1)
-            yield lineno, (q, [x for x in a.split("|") if x])
 
 
 def read_relation_paths(path: str | Path) -> list[list[str] | None]:
@@ -87,7 +46,7 @@ def read_relation_paths(path: str | Path) -> list[list[str] | None]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no relation-path file at {path}")
-    return [re.split(r"[,\s]+", line.strip()) if line.strip() else None for _, line in _text_lines(path)]
+    return [re.split(r"[,\s]+", line.strip()) if line.strip() else None for _, line in text_lines(path)]
 
 
 def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None,
@@ -106,7 +65,7 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
     if isinstance(relation_paths, (str, Path)):  # a file; else the rows themselves
         paths_from = f"{relation_paths}"
         relation_paths = read_relation_paths(relation_paths)
-    fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "metaqa")
+    fmt = fmt or ("jsonl" if path.suffix.lower() in JSONL_SUFFIXES else "metaqa")
     out: list[QARecord] = []
     for lineno, row in question_rows(path, jsonl=fmt == "jsonl", limit=limit):
         src = f"{path.name}:{lineno}"
@@ -127,7 +86,7 @@ def read_qa(path: str | Path, *, fmt: str | None = None, hops: int | None = None
                 raise MalformedInputError(path, lineno, '"relation_path" must be a list of relation names')
             out.append(QARecord(row["question"], topics, answers, triples, row.get("hops", hops), src, rp or None))
         else:
-            q, answers = row
+            q, answers = row[0], row[1]
             topics = _TOPIC.findall(q)
             if not topics:
                 raise MalformedInputError(path, lineno, "no [topic entity] in the question")

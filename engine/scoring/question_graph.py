@@ -35,8 +35,9 @@ class QuestionGraph:
           (:meth:`~engine.scoring.models.triple_scorer.TripleScorer.attach_entity_table`), or None; with both,
           an eval-mode model reads each node's text term from the table instead of projecting ``node_emb`` again
         - **node_labels** ``[N]`` float 0/1, the answers (for the relation walk's auxiliary training term), or None
-        - **q_walk** ``[d]``: the question with its topic mentions masked (:func:`~engine.scoring.models.query_walk.mask_mentions`),
-          read by the relation walk's gates; None: they read ``q_emb``
+        - **q_walk** ``[d]``: the question with its topic mentions masked
+          (:func:`~engine.scoring.models.query_walk.mask_mentions`), read by the relation walk's gates; None: they
+          read ``q_emb``
     """
 
     num_nodes: int
@@ -64,10 +65,13 @@ class QuestionGraph:
         n, ei = self.num_nodes, self.edge_index
         _check(ei.dim() == 2 and ei.shape[0] == 2, f"edge_index must be [2, E], got {tuple(ei.shape)}")
         e = ei.shape[1]
-        _check(not ei.is_floating_point() and not self.edge_rel.is_floating_point(), "edge_index and edge_rel must be integer tensors")
+        _check(not ei.is_floating_point() and not self.edge_rel.is_floating_point(),
+               "edge_index and edge_rel must be integer tensors")
         _check(tuple(self.edge_rel.shape) == (e,), f"edge_rel must be [E={e}], got {tuple(self.edge_rel.shape)}")
-        _check(self.node_emb.dim() == 2 and self.node_emb.shape[0] == n, f"node_emb must be [N={n}, d], got {tuple(self.node_emb.shape)}")
-        _check(tuple(self.has_text.shape) == (n,) and self.has_text.dtype == torch.bool, "has_text must be a bool tensor [N]")
+        _check(self.node_emb.dim() == 2 and self.node_emb.shape[0] == n,
+               f"node_emb must be [N={n}, d], got {tuple(self.node_emb.shape)}")
+        _check(tuple(self.has_text.shape) == (n,) and self.has_text.dtype == torch.bool,
+               "has_text must be a bool tensor [N]")
         _check(self.rel_emb.dim() == 2, f"rel_emb must be [R, d], got {tuple(self.rel_emb.shape)}")
         _check(self.q_emb.dim() == 1, f"q_emb must be [d], got {tuple(self.q_emb.shape)}")
         _check(self.topic.dim() == 1 and not self.topic.is_floating_point(), "topic must be a 1-D integer tensor")
@@ -83,7 +87,8 @@ class QuestionGraph:
             _check(tuple(self.node_rows.shape) == (n,) and not self.node_rows.is_floating_point(),
                    f"node_rows must be an integer tensor [N={n}]")
         if self.node_labels is not None:
-            _check(tuple(self.node_labels.shape) == (n,), f"node_labels must be [N={n}], got {tuple(self.node_labels.shape)}")
+            _check(tuple(self.node_labels.shape) == (n,),
+                   f"node_labels must be [N={n}], got {tuple(self.node_labels.shape)}")
         if self.q_walk is not None:
             _check(tuple(self.q_walk.shape) == tuple(self.q_emb.shape),
                    f"q_walk must be shaped as q_emb {tuple(self.q_emb.shape)}, got {tuple(self.q_walk.shape)}")

@@ -1,4 +1,4 @@
-"""Which scored triples become evidence: fixed top-K, or QSRAG's adaptive top-p (paper 004, Algorithm 1)."""
+"""Which scored triples become evidence: fixed top-K, or QSRAG's adaptive top-p (its Algorithm 1)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def adaptive_top_p(
     k_min: int = 50,
     k_max: int = 200,
 ) -> torch.Tensor:
-    r"""QSRAG's adaptive evidence filtering (paper 004, Appendix B.1, Algorithm 1).
+    r"""QSRAG's adaptive evidence filtering (the QSRAG paper's Appendix B.1, Algorithm 1; see
+    :mod:`engine.scoring.models.qrgat`).
 
     With logits ``l`` (``scores``): keep ``I = {i | sigmoid(l_i) > tau}`` (all when ``tau`` is None; the
     paper never gives ``tau``), take ``softmax`` over the survivors' logits only, sort it descending, find

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 import numpy as np
 
 from engine.scoring.neighbourhood import NeighbourhoodReport, fetch_neighbourhood
+from engine._timing import ms_since
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._config import ScoringSettings
@@ -253,14 +254,14 @@ class ScoringService:
         if anchors is None:
             linked = self.link(question)
             anchors = [x.eid for x in linked]
-            timings["link"] = _ms(t0)
+            timings["link"] = ms_since(t0)
             if not anchors:
                 warnings.append("entity linking found no entity of the KG in the question: nothing to score")
         hops = hops if hops is not None else (s.hops if s.hops is not None else self.checkpoint.hops)
         max_edges = max_edges if max_edges is not None else (s.max_edges or self.checkpoint.max_edges)
         t1 = time.perf_counter()
         nb = fetch_neighbourhood(self.graph, list(anchors), hops, max_edges)
-        timings["fetch"] = _ms(t1)
+        timings["fetch"] = ms_since(t1)
         if nb.report.warning():
             warnings.append(nb.report.warning())  # type: ignore[arg-type]
         model_name = type(self.model).__name__
@@ -284,7 +285,7 @@ class ScoringService:
         graph = self.features.question_graph(nb, q_emb)
         if has_walk:
             graph.q_walk = torch.as_tensor(np.asarray(vecs[-1], dtype=np.float32))  # type: ignore[index]
-        timings["features"] = _ms(t2)
+        timings["features"] = ms_since(t2)
         t3 = time.perf_counter()
         with self._lock, torch.inference_mode():
             self.model.eval()
@@ -298,7 +299,7 @@ class ScoringService:
             walk_end = None if end is None else end.float().cpu().numpy()
         sel = adaptive_top_p(logits, p=s.p, tau=s.tau, k_min=s.k_min, k_max=s.k_max).numpy()
         conf = torch.sigmoid(logits).numpy()
-        timings["score"] = _ms(t3)
+        timings["score"] = ms_since(t3)
         t4 = time.perf_counter()
         # answers from the k_max best triples (a wider set than the evidence: the paths to the answers of a
         # multi-hop question are often longer than the adaptive selection keeps)
@@ -318,13 +319,10 @@ class ScoringService:
                                 ent(int(nb.nodes[nb.tails[i]])), float(conf[i])) for i in sel.tolist()]
         answers = [ScoredAnswer(ent(int(nb.nodes[v])), float(sc)) for v, sc in cands
                    if not nb.nameless[v]]
-        timings["names"] = _ms(t4)
+        timings["names"] = ms_since(t4)
         anchors_out = [ent(int(e)) for e in nb.nodes[nb.anchors].tolist()]
         return ScoringResult(triples, anchors_out, answers, nb.report, model_name, linked, timings, warnings)
 
-
-def _ms(t0: float) -> float:
-    return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
 def answer_text(result: ScoringResult, ratio: float = 0.5) -> str:

@@ -1,4 +1,5 @@
-"""Training the triple scorers from question-answer pairs (SubgraphRAG / QSRAG recipes, DIGEST §1.1, §6.3, §6.4).
+"""Training the triple scorers from question-answer pairs (the SubgraphRAG and QSRAG recipes: binary cross-entropy per
+triple, early stopping on recall).
 
 :func:`train_scorer` runs the three steps:
 
@@ -53,8 +54,8 @@ __all__ = [
 #: that change direction (topic -> director <- film): the mixed DDE rounds and crossing QR-GAT stacks follow
 #: them, and log-scaled DDE shares stay readable three hops out. On a KG that stores inverses (Freebase) they
 #: add features the model may ignore. The gated DDE rounds add which relations lead from the topic to an entity;
-#: the relation walk (engine.scoring.models.query_walk) where a walk of the question's relations from the topic ends, and
-#: which triples it crosses, without DDE's division by degrees (a hub answer, a language or a genre, is
+#: the relation walk (engine.scoring.models.query_walk) where a walk of the question's relations from the topic ends,
+#: and which triples it crosses, without DDE's division by degrees (a hub answer, a language or a genre, is
 #: marked as clearly as a rare one). benchmarks/scorer.py measures exactly these settings.
 #: Widths are chosen for CPU latency (at most 50 ms per question up to 10k triples on 2 cores); QR-GAT's
 #: dropout is 0 so that its first layer runs by blocks in training too (half the cost of an epoch).
@@ -104,8 +105,8 @@ class TrainSettings:
     #: are weighted by (its size / drawn), so the loss is an unbiased estimate of the full one.
     neg_samples: int = 0
     near_share: float = 0.5
-    #: weight of the relation walk's auxiliary loss (:func:`~engine.scoring.models.query_walk.walk_answer_loss`: where the
-    #: question's walk ends against the answers), for models built with ``walk=True``; 0 turns it off
+    #: weight of the relation walk's auxiliary loss (:func:`~engine.scoring.models.query_walk.walk_answer_loss`: where
+    #: the question's walk ends against the answers), for models built with ``walk=True``; 0 turns it off
     walk_aux: float = 1.0
     #: BCE target of a labelled triple that touches no answer (a bridge on the way: topic -> director, the
     #: director's films); 1 gives the plain labels. Below 1 the model ranks the triples that reach an answer
@@ -416,8 +417,9 @@ def train_scorer(
         tr, dv = split_dev(len(data.examples), s.dev_fraction, s.dev_max, s.seed)
         train_data, dev_data = data.subset(tr), data.subset(dv)
     prepare_s = time.perf_counter() - t0
-    say(f"training {model} on {len(train_data.examples):,} questions ({sum(1 for e in train_data.examples if len(e['pos'])):,}"
-        f" with a labelled triple), dev {len(dev_data.examples):,}; data ready in {prepare_s:.1f} s")
+    labelled = sum(1 for e in train_data.examples if len(e["pos"]))
+    say(f"training {model} on {len(train_data.examples):,} questions ({labelled:,} with a labelled triple), dev "
+        f"{len(dev_data.examples):,}; data ready in {prepare_s:.1f} s")
     seed_everything(s.seed)
     net = make_model(model, engine.embedder.dim,
                      **{**DEFAULT_MODEL_CONFIG.get(model.lower(), {}), **(model_config or {})})

@@ -1,4 +1,4 @@
-"""Process helpers the two local servers share: messages, ports, log tails, pids (loopback only, DESIGN §11)."""
+"""Process helpers the two local servers share: messages, ports, log tails, pids (loopback only: docs/security.md)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Instead this module
 * launches it **detached**: through ``sh -c '... &'`` in a new session, so the server is re-parented
   away from the caller and outlives it; the caller only waits for it to answer a pymilvus client.
 
-Security (README, "Security and data safety"). Milvus 2.3.5 cannot bind a listener to loopback: every port
+Security (docs/security.md). Milvus 2.3.5 cannot bind a listener to loopback: every port
 (client gRPC, its internal components' gRPC, the metrics/``/healthz``/``/expr`` HTTP port) listens on all
 interfaces whatever ``*.ip`` says, and the internal ports and ``/expr`` answer without authentication. So
 
@@ -130,8 +130,8 @@ _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR"
 
 
 
-def _isolation() -> str:
-    raw = os.environ.get("ISORAG_MILVUS_ISOLATION", "").strip().lower() or "netns"
+def _isolation(given: str | None = None) -> str:
+    raw = (given or os.environ.get("ISORAG_MILVUS_ISOLATION", "")).strip().lower() or "netns"
     if raw not in ("netns", "none"):
         raise LocalServerError(f"ISORAG_MILVUS_ISOLATION={raw!r} is not 'netns' (default) or 'none'")
     return raw
@@ -249,7 +249,7 @@ def _auth_failed(exc: BaseException) -> bool:
         code = getattr(exc, "code", None)
         try:
             code = code() if callable(code) else code
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a status code that cannot be read is no known code
             code = None
         if getattr(code, "name", None) == "UNAUTHENTICATED" or code == 1800:  # 1800: Milvus' auth error code
             return True
@@ -302,7 +302,7 @@ def _probe_once(uri: str, token: str, timeout: float) -> str:
     finally:
         try:
             connections.remove_connection(alias)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
             pass
 
 
@@ -339,7 +339,7 @@ def set_root_password(uri: str, password: str, old_password: str = DEFAULT_ROOT_
     finally:
         try:
             connections.remove_connection(alias)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
             pass
     return True
 
@@ -415,7 +415,7 @@ def _binary_dir() -> Path:
     return dest
 
 
-def _render_config(home: Path, port: int) -> dict[str, int]:
+def _render_config(home: Path, port: int, overrides: dict[str, Any] | None = None) -> dict[str, int]:
     """Write ``home/configs/milvus.yaml`` (from the package's template) and ``embed-etcd.yaml``.
 
     Returns the ports chosen: ``proxy`` (= ``port``), ``metrics`` (HTTP /healthz), ``etcd``
@@ -444,7 +444,7 @@ def _render_config(home: Path, port: int) -> dict[str, int]:
                 return None
 
     cfg = _Config(data_dir=str(home), proxy_port=port)
-    for key, value in _EXTRA_CONFIG.items():
+    for key, value in {**_EXTRA_CONFIG, **(overrides or {})}.items():
         cfg.set(key, value)
     cfg.set("log.level", os.environ.get("ISORAG_MILVUS_LOG_LEVEL", "warn"))
     try:
@@ -491,11 +491,18 @@ def _alias(home: Path) -> str:
 
 
 class LocalMilvus:
-    """A Milvus standalone server in a data directory, started detached and reused."""
+    """A Milvus standalone server in a data directory, started detached and reused.
 
-    def __init__(self, home: Path | None = None, port: int | None = None) -> None:
+    ``isolation``: ``"netns"`` or ``"none"`` (default: ``ISORAG_MILVUS_ISOLATION``, else ``"netns"``).
+    ``authentication=False`` starts it without authentication: only to measure what authentication costs (a
+    private server of ``benchmarks/milvus_auth.py``); such a server serves any client that reaches its port."""
+
+    def __init__(self, home: Path | None = None, port: int | None = None, *, isolation: str | None = None,
+                 authentication: bool = True) -> None:
         self.home = Path(home).expanduser().resolve() if home else (isorag_home() / "milvus").resolve()
         self.port = int(port) if port else _default_port()
+        self.isolation = isolation
+        self.authentication = authentication
         self._not_ready = ""  # why the last readiness check failed, where known
         if not 0 < self.port < 65536:
             raise LocalServerError(f"invalid port {self.port}")
@@ -504,6 +511,11 @@ class LocalMilvus:
     @property
     def uri(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def alias(self) -> str:
+        """The server's alias, made from its home: the server's command line (and its relay's) carries it."""
+        return _alias(self.home)
 
     @property
     def _lock_path(self) -> Path:
@@ -624,7 +636,7 @@ class LocalMilvus:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=1) as resp:
                 return b"OK" in resp.read()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - any failure of the health check means not healthy (yet)
             return False
 
     def _wait_ready(self, pid: int, port: int, metrics_port: int | None, deadline: float) -> None:
@@ -696,7 +708,7 @@ class LocalMilvus:
         finally:
             try:
                 connections.remove_connection(alias)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
                 pass
 
     # start -----------------------------------------------------------------
@@ -749,15 +761,16 @@ class LocalMilvus:
             return self.uri
 
     def _launch(self, lock_fd: int) -> tuple[int, int]:
-        isolation = _isolation()
+        isolation = _isolation(self.isolation)
         if not _port_free(self.port):
             raise LocalServerError(
                 f"port {self.port} on 127.0.0.1 is in use by another program "
                 f"(another Milvus? set ISORAG_MILVUS_PORT or stop it)"
             )
         bin_dir = _binary_dir()
-        ports = _render_config(self.home, self.port)
-        auth = str(_EXTRA_CONFIG["common.security.authorizationEnabled"]).lower() == "true"
+        auth = self.authentication
+        ports = _render_config(self.home, self.port,
+                               None if auth else {"common.security.authorizationEnabled": "false"})
         if auth:
             self._ensure_secret()
         self._logs.mkdir(parents=True, exist_ok=True)

@@ -22,8 +22,8 @@ defaults to ``~/.isorag``)::
 The build lives in ``$ISORAG_HOME/neo4j/build/<hash>/`` (shared by every instance): ``target/lib/*.jar`` (copied
 from ``~/.m2``) and ``target/classes``.
 
-Environment: ``ISORAG_HOME``, ``ISORAG_NEO4J_HOME``, ``ISORAG_NEO4J_PORT`` (default 7687), ``ISORAG_NEO4J_HEAP`` (default 2g),
-``ISORAG_NEO4J_PAGECACHE`` (default 1g), ``JAVA_HOME`` (else ``java`` on PATH; Java 17+ required),
+Environment: ``ISORAG_HOME``, ``ISORAG_NEO4J_HOME``, ``ISORAG_NEO4J_PORT`` (default 7687), ``ISORAG_NEO4J_HEAP``
+(default 2g), ``ISORAG_NEO4J_PAGECACHE`` (default 1g), ``JAVA_HOME`` (else ``java`` on PATH; Java 17+ required),
 ``MAVEN_HOME`` (else ``mvn`` on PATH).
 """
 
@@ -37,9 +37,7 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator

@@ -30,7 +30,7 @@ _DRIVERS_LOCK = threading.Lock()
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
 _REL_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Relationship types the engine uses for its own bookkeeping; never a KG relation. Every label, relationship type
-#: and property isorag writes is in its namespace (``Isorag*``, ``ISORAG_*``, ``isorag_*``: DESIGN §11).
+#: and property isorag writes is in its namespace (``Isorag*``, ``ISORAG_*``, ``isorag_*``; see docs/security.md).
 RESERVED_TYPES = frozenset({"ISORAG_IS_A"})
 _RESERVED_PREFIX = "ISORAG_"
 #: A relationship type made from a relation name is at most this long (a longer name is cut and keeps a digest
@@ -81,10 +81,9 @@ def type_id(kg: str, name: str) -> int:
     return stable_id("t", kg, name)
 
 
-def is_relationship_type(text: str) -> bool:
-    """Whether ``text`` is a relationship type isorag writes: an identifier (``[A-Za-z_][A-Za-z0-9_]*``) that is not
-    one of its own bookkeeping types."""
-    return bool(_REL_TYPE.fullmatch(text)) and text not in RESERVED_TYPES
+def is_relation_type(name: str) -> bool:
+    """Whether ``name`` can be a KG relation's relationship type: an identifier, and not one of the engine's own."""
+    return bool(_REL_TYPE.fullmatch(name)) and name not in RESERVED_TYPES
 
 
 def sanitize_relation(name: str) -> str:
@@ -435,7 +434,7 @@ class GraphStore:
                 for r in g["rels"]:
                     t = r["type"]
                     if t not in seen:
-                        if not is_relationship_type(t):
+                        if not is_relation_type(t):
                             raise UnknownRelationError(f"not a valid relationship type: {t!r}")
                         seen.add(t)
         return self.write(cypher("merge_relationships"), merge=list(groups),
@@ -491,7 +490,7 @@ class GraphStore:
         return rows[0] if rows else None
 
     def drop(self, batch: int = 10_000) -> int:
-        """Remove this KG from Neo4j: exactly what isorag wrote for it (DESIGN §11), other KGs untouched.
+        """Remove this KG from Neo4j: exactly what isorag wrote for it (docs/security.md), other KGs untouched.
 
         The entities isorag created are deleted with their relationships; an adopted entity (a user's node, see
         :mod:`loaders.existing`) gets back to what it was before the adoption: isorag's label, ``isorag_*``

@@ -41,7 +41,8 @@ def kg_triples(eng: Any, *, relation: str = "type") -> list[tuple[str, str, str]
     """The KG's triples as (head key, relation, tail key), sorted, repeats kept (a duplicated triple shows);
     ``relation``: the relationship ``"type"`` or the relation's ``"name"`` as loaded."""
     rel = {"type": "type(r)", "name": "r.isorag_name"}[relation]
-    rows = eng.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) WHERE r.isorag_name IS NOT NULL "
+    rows = eng.graph.read("MATCH (h:IsoragEntity {isorag_kg: $kg})-[r]->(t:IsoragEntity) "
+                          "WHERE r.isorag_name IS NOT NULL "
                           f"RETURN h.isorag_key AS h, {rel} AS r, t.isorag_key AS t", kg=eng.kg)
     return sorted((r["h"], r["r"], r["t"]) for r in rows)
 

@@ -202,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:  # http.server's naming
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         try:

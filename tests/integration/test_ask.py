@@ -21,8 +21,6 @@ from engine import (
     EngineConfig,
     LLMConfig,
     LLMError,
-    MilvusSettings,
-    Neo4jSettings,
     PatternEvent,
     PatternParseError,
     SubgraphsEvent,
@@ -30,7 +28,6 @@ from engine import (
     Verdict,
 )
 from loaders._model import TripleRecord
-from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import shared_kg
 from helpers.marks import withPackage
@@ -213,7 +210,8 @@ def test_aask_stream_with_llm(kg: Callable[..., Engine], llm_server: Any) -> Non
 
 def test_verify_with_llm(kg: Callable[..., Engine], llm_server: Any) -> None:
     eng = kg(llm=llm_config(llm_server))
-    claim_pattern = '{"divided": ["Heat was directed by Michael Mann"], "triples": [["Heat", "directed_by", "Michael Mann"]]}'
+    claim_pattern = ('{"divided": ["Heat was directed by Michael Mann"], '
+                     '"triples": [["Heat", "directed_by", "Michael Mann"]]}')
     llm_server.reply(claim_pattern).reply("As graph [1] says so, the answer is True.")
     v = eng.verify("Heat was directed by Michael Mann.")
     assert v.label == SUPPORTED and v.method == "llm" and v.ok
@@ -300,7 +298,8 @@ def test_ask_stream_no_llm(kg: Callable[..., Engine]) -> None:
     assert [e.kind for e in events] == ["pattern", "subgraphs", "token", "answer"]
     assert events[2].text == events[-1].answer.text
     # the text names the best answers; the others stay in Answer.answers with their (larger) GSD
-    assert events[2].text.startswith("Ridley Scott (and ") and events[-1].answer.answers[0].entity.name == "Ridley Scott"
+    assert events[2].text.startswith("Ridley Scott (and ")
+    assert events[-1].answer.answers[0].entity.name == "Ridley Scott"
 
 
 def test_verify_rule_supported(kg: Callable[..., Engine]) -> None:
@@ -313,7 +312,8 @@ def test_verify_rule_supported(kg: Callable[..., Engine]) -> None:
     v = eng.verify("x", pattern={"triples": [["michael mann", "directed_by", "heat"]]})
     assert v.label == SUPPORTED
     # a two-triple claim
-    v = eng.verify("x", pattern={"triples": [["Heat", "directed_by", "Michael Mann"], ["Heat", "release_year", "1995"]]})
+    v = eng.verify("x", pattern={"triples": [["Heat", "directed_by", "Michael Mann"],
+                                             ["Heat", "release_year", "1995"]]})
     assert v.label == SUPPORTED and len(v.subgraphs[0].triples) == 2
     assert roundtrip(v)["label"] == SUPPORTED
 
@@ -346,7 +346,8 @@ def test_verify_rule_not_enough_info(kg: Callable[..., Engine]) -> None:
     # (a far relation still has a nearest one: NOT_ENOUGH_INFO only when it is farther than relation_threshold)
     assert v.label in (NOT_ENOUGH_INFO, REFUTED)
     # every entity known, nothing about them in that relation
-    v = eng.verify("Al Pacino was directed by Tom Cruise.", pattern={"triples": [["Al Pacino", "directed_by", "Tom Cruise"]]})
+    v = eng.verify("Al Pacino was directed by Tom Cruise.",
+                   pattern={"triples": [["Al Pacino", "directed_by", "Tom Cruise"]]})
     assert v.label == NOT_ENOUGH_INFO and "nothing" in v.reason
     # a threshold of 0 grounds only exact names
     v = eng.verify("x", pattern={"triples": [["Heat", "directed_by", "Michael Man"]]}, threshold=0.0)
@@ -357,7 +358,8 @@ def test_verify_many(kg: Callable[..., Engine]) -> None:
     eng = kg()
     claims = [
         ("Heat was directed by Michael Mann.", {"triples": [["Heat", "directed_by", "Michael Mann"]]}),
-        {"claim": "Alien was directed by Michael Mann.", "pattern": {"triples": [["Alien", "directed_by", "Michael Mann"]]}},
+        {"claim": "Alien was directed by Michael Mann.",
+         "pattern": {"triples": [["Alien", "directed_by", "Michael Mann"]]}},
         ("Heat was directed by Steven Spielberg.", {"triples": [["Heat", "directed_by", "Steven Spielberg"]]}),
         "Heat is good.",  # no pattern, no LLM: reported, not raised
     ]

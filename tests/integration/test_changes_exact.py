@@ -169,8 +169,6 @@ def test_an_entity_leaves_with_its_last_triple_unless_it_has_something_of_its_ow
     assert eng.vectors.get_vectors("entities", gone) == {}
     rep = eng.apply([RemoveEntity("C")], progress=False)  # B's last triple goes with C
     assert set(kg_names(eng)) == {"E", "G", "I"} and rep.orphans_removed == 1
-    path = tmp_path / "same.txt"
-    path.write_text("X|r|Y\n", encoding="utf-8")
     assert_exact(eng)
 
 

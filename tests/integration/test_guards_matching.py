@@ -1,5 +1,6 @@
-"""Guards on the matcher (engine.retrieval.matcher; TEST-GAPS.md) against the real local Neo4j: self-loops and direction,
-disconnected patterns, the narrowing of conjunctions. The plan's bound: tests/unit/test_guards_matching.py."""
+"""Guards on the matcher (engine.retrieval.matcher) against the real local Neo4j, each a mistake no other test caught:
+self-loops and direction, disconnected patterns, the narrowing of conjunctions. The plan's bound:
+tests/unit/test_guards_matching.py."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _records(kg: str) -> list[Any]:
     recs += [TripleRecord(f"Film {i}", "starred_actors", "Ann Lee", i) for i in range(30)]
     recs += [TripleRecord(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
     # disconnected patterns
-    recs += [TripleRecord("Ada", "knows", "Bob", 200), TripleRecord("Ada", "knows", "Dee", 201), TripleRecord("Cy", "knows", "Bob", 202),
-             TripleRecord("Bob", "knows", "Eve", 203)]
+    recs += [TripleRecord("Ada", "knows", "Bob", 200), TripleRecord("Ada", "knows", "Dee", 201),
+             TripleRecord("Cy", "knows", "Bob", 202), TripleRecord("Bob", "knows", "Eve", 203)]
     # self-loop: Solo likes Solo; Fan likes Solo; Solo likes two others whose ids sort before Solo's (so that
     # the direction, not the id, must put the self-loop first)
     solo = entity_id(kg, "Solo")
@@ -48,8 +49,8 @@ def eng(neo4j_uri: str, milvus_uri: str, embedder: Any) -> Iterator[Any]:
     from loaders.bulk import BulkLoader, LoadSummary
 
     kg = unique_kg("guardm")
-    e = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri)), llm=False,
-               embedder=embedder)
+    e = Engine(EngineConfig(kg=kg, neo4j=Neo4jSettings(uri=neo4j_uri), milvus=MilvusSettings(uri=milvus_uri)),
+               llm=False, embedder=embedder)
     try:
         BulkLoader(e.graph, e.vectors, embedder, progress=False).load_records(_records(kg), LoadSummary())
         yield e

@@ -1,6 +1,6 @@
-"""Guards on candidates (engine.retrieval.retriever; TEST-GAPS.md) against the real local Neo4j and Milvus: k_node and k_rel,
-Euclidean distances, the degree cap, the answer rule, typed unknowns, timings. Result assembly on hand-made matches:
-tests/unit/test_guards_retrieval.py.
+"""Guards on candidates (engine.retrieval.retriever) against the real local Neo4j and Milvus, each a mistake no other
+test caught: k_node and k_rel, Euclidean distances, the degree cap, the answer rule, typed unknowns, timings. Result
+assembly on hand-made matches: tests/unit/test_guards_retrieval.py.
 """
 
 from __future__ import annotations
@@ -31,13 +31,15 @@ def _records() -> list[Any]:
     # a hub for the degree cap: exactly five neighbours, each through an unknown relation
     recs += [TripleRecord("Hub Studio", RELS[j], f"Spoke {j}", 100 + j) for j in range(5)]
     # ... and each spoke exactly three (the hub and two leaves)
-    recs += [TripleRecord(f"Spoke {j}", "has_tags", f"Leaf {j}{c}", 110 + 2 * j + i) for j in range(5) for i, c in enumerate("ab")]
+    recs += [TripleRecord(f"Spoke {j}", "has_tags", f"Leaf {j}{c}", 110 + 2 * j + i)
+             for j in range(5) for i, c in enumerate("ab")]
     # the answer rule (homomorphic matching): Ann's child's parent is Ann again, or Bo
     recs += [TripleRecord("Ann Lee", "children", "Cal Lee", 200), TripleRecord("Bo Lee", "children", "Cal Lee", 201)]
     # entity types: films, persons, one city
     recs += [EntityRecord(f, None, ("film",), 300 + i) for i, f in enumerate(FILMS)]
     recs += [EntityRecord(p, None, ("person",), 320 + i) for i, p in enumerate(PERSONS)]
-    recs += [EntityRecord("Michael Mann", None, ("person", "director"), 330), EntityRecord("Chicago", None, ("city",), 331)]
+    recs += [EntityRecord("Michael Mann", None, ("person", "director"), 330),
+             EntityRecord("Chicago", None, ("city",), 331)]
     return recs
 
 
@@ -130,7 +132,8 @@ def test_degree_cap_below_the_degree_truncates_warns_and_is_not_exact(kg: Callab
 def test_degree_cap_on_two_levels(kg: Callable[..., Any]) -> None:
     """The hub has five neighbours, each spoke three: one warning however many expansions were cut."""
     eng = kg()
-    pat = {"triples": [["Hub Studio", "UNKNOWN relation 1", "UNKNOWN 1"], ["UNKNOWN 1", "UNKNOWN relation 2", "UNKNOWN 2"]]}
+    pat = {"triples": [["Hub Studio", "UNKNOWN relation 1", "UNKNOWN 1"],
+                       ["UNKNOWN 1", "UNKNOWN relation 2", "UNKNOWN 2"]]}
     full = eng.retrieve(pat, k=50, k_node=1, degree_cap=5)
     assert len(full.subgraphs) == 10 and full.exact and full.warnings == [] and full.stats["truncated"] == 0
     assert {s.mapping["UNKNOWN 2"].name for s in full.subgraphs} == {f"Leaf {j}{c}" for j in range(5) for c in "ab"}
@@ -177,7 +180,8 @@ def test_typed_unknown_takes_the_entities_of_the_k_type_nearest_types(kg: Callab
 def test_typed_unknown_beside_a_named_node_stays_a_wildcard(kg: Callable[..., Any]) -> None:
     """Type candidates only where the component has no named node (as SimGRAG does): the type is a hint."""
     eng = kg()
-    pat = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"), ("UNKNOWN film 2", "has_tags", "UNKNOWN city 3")])
+    pat = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"),
+                                ("UNKNOWN film 2", "has_tags", "UNKNOWN city 3")])
     cands = eng.retriever.candidates(pat, MatchSettings(k_type=1, k_node=2), {})
     assert cands.nodes["UNKNOWN person 1"] is None
     assert cands.nodes["UNKNOWN film 2"] is not None and cands.nodes["UNKNOWN city 3"] is not None

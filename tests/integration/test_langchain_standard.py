@@ -16,14 +16,14 @@ import pytest
 pytest.importorskip("langchain_core", reason="needs langchain-core (the test extra)")
 pytest.importorskip("langchain_tests", reason="needs langchain-tests (the test extra)")
 
-from langchain_core.documents import Document  # noqa: E402
-from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
+from langchain_core.documents import Document
+from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from engine import ConfigError  # noqa: E402
-from engine.integrations.langchain import IsoragRetriever  # noqa: E402
+from engine import ConfigError
+from engine.integrations.langchain import IsoragRetriever
 
-from helpers import ROOT  # noqa: E402
-from helpers.kg import unique_kg  # noqa: E402
+from helpers import ROOT
+from helpers.kg import unique_kg
 
 DEMO = ROOT / "engine" / "data" / "demo"
 #: a demo question in plain text (no brackets) with four answers: enough subgraphs for k = 3

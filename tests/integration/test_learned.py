@@ -167,7 +167,8 @@ def test_langchain_retriever_answers_plain_text(kg: Callable[..., Engine], gener
 
 
 def test_cli_trains_and_answers_with_no_llm(kg: Callable[..., Engine], tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     from engine.cli import main
 
     eng = kg()
@@ -200,7 +201,6 @@ def test_synth_then_train_sets_up_a_kg_without_questions(kg: Callable[..., Engin
     """`isorag synth` records carry their gold patterns (conjunctions too): training on them needs no question of
     the KG's own, and the generator then answers synth's questions as their gold patterns do."""
     from engine.evaluation.synth import synthesize, write_jsonl
-    from engine.learned.templates import Template
     from engine.learned.train import read_records
 
     eng = kg()

@@ -188,7 +188,8 @@ def test_edge_injective_lets_an_answer_repeat_an_intermediate_node(make_engine: 
     recs = [TripleRecord("Tokyo Story", "written_by", "Ozu", 1), TripleRecord("Late Spring", "written_by", "Ozu", 2),
             TripleRecord("Late Spring", "directed_by", "Ozu", 3), TripleRecord("Tokyo Story", "directed_by", "Ozu", 4)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
-    pat = {"triples": [["Tokyo Story", "written_by", "UNKNOWN person 1"], ["UNKNOWN movie 2", "written_by", "UNKNOWN person 1"],
+    pat = {"triples": [["Tokyo Story", "written_by", "UNKNOWN person 1"],
+                       ["UNKNOWN movie 2", "written_by", "UNKNOWN person 1"],
                        ["UNKNOWN movie 2", "directed_by", "UNKNOWN person 3"]]}
     nodes = eng.retrieve(pat, k_node=1, k_rel=1)
     edges = eng.retrieve(pat, k_node=1, k_rel=1, injective="edges")
@@ -226,7 +227,8 @@ def test_same_name_entities_both_found(make_engine: Any) -> None:
 
 
 def test_deadline_is_reported(kg_engine: Any) -> None:
-    pat = {"triples": [["Ada", "UNKNOWN relation 1", "UNKNOWN a 1"], ["UNKNOWN a 1", "UNKNOWN relation 2", "UNKNOWN b 2"],
+    pat = {"triples": [["Ada", "UNKNOWN relation 1", "UNKNOWN a 1"],
+                       ["UNKNOWN a 1", "UNKNOWN relation 2", "UNKNOWN b 2"],
                        ["UNKNOWN b 2", "UNKNOWN relation 3", "UNKNOWN c 3"]]}
     t0 = time.perf_counter()
     res = kg_engine.retrieve(pat, k=10_000, k_node=12, deadline_s=0.001)

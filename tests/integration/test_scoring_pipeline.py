@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine import (CheckpointError, ConfigError, Engine, EngineConfig, KGNotFoundError, LLMConfig, MilvusSettings,
-                    Neo4jSettings)
+from engine import (CheckpointError, ConfigError, Engine, KGNotFoundError, LLMConfig)
 from engine.stores.graph import entity_id
 from engine.scoring import fetch_neighbourhood
 from engine.scoring.checkpoint import load_checkpoint, make_model, relation_fingerprint, save_checkpoint
@@ -328,11 +327,11 @@ def test_checkpoint_round_trip_and_refusals(kg: Callable[..., Engine], checkpoin
                    embedder=eng.embedder)
     try:
         with pytest.raises(KGNotFoundError):
-            other.scorer
+            _ = other.scorer
         BulkLoader(other.graph, other.vectors, other.embedder, progress=False).load_records(
             [TripleRecord("Heat", "directed_by", "Michael Mann", 1)], LoadSummary())
         with pytest.raises(CheckpointError, match="trained on KG"):
-            other.scorer
+            _ = other.scorer
     finally:
         other.drop()
         other.close()

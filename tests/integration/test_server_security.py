@@ -1,4 +1,4 @@
-"""Who can reach the local servers (issue 13, DESIGN §11): real servers, no mocks.
+"""Who can reach the local servers (docs/security.md): real servers, no mocks.
 
 Neo4j: the shared local server's listening sockets. Milvus: private servers (own homes and ports), since
 these tests stop, restart and re-configure them: every port is on loopback as the host sees it, the server's

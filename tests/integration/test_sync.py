@@ -300,3 +300,29 @@ def test_a_sync_killed_midway_and_run_again_ends_as_a_clean_run(make_engine: Any
     assert_same(state(eng), state(fresh))
     assert eng.check(progress=False).ok
     assert eng.sync(path, progress=False).changes == 0
+
+
+def test_a_hub_is_compared_in_parts_so_memory_stays_bounded(make_engine: Any, tmp_path: Path) -> None:
+    """One entity with far more triples than a partition holds (a hub) put all of them in one partition, whatever
+    the partition size. Its partition is compared in parts cut by the tails' eids: at most about two partitions'
+    worth of triples of one side in memory at a time (``peak_triples``), and the result is what a fresh load gives."""
+    from engine.changes.sync import HUB_FACTOR, sync_file
+
+    eng = make_engine()
+    path = tmp_path / "kb.txt"
+    hub = [("Hub", "links", f"Leaf {i}") for i in range(1_500)]
+    rest = [(f"Movie {i}", "directed_by", f"Director {i % 7}") for i in range(60)]
+    path.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in hub + rest), encoding="utf-8")
+    eng.load(path, progress=False)
+    edited = hub[100:] + [("Hub", "links", f"New leaf {i}") for i in range(40)] + rest
+    path.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in edited), encoding="utf-8")
+    per = 50
+    dry = sync_file(eng.graph, None, None, path, dry_run=True, progress=False, partition_triples=per)
+    assert (dry.triples_added, dry.triples_removed, dry.entities_removed) == (40, 100, 100)
+    assert dry.peak_triples <= HUB_FACTOR * per * 1.5, dry.peak_triples  # parts of about `per`, never the hub
+    rep = sync_file(eng.graph, eng.vectors, eng.embedder, path, progress=False, partition_triples=per)
+    assert (rep.triples_added, rep.triples_removed) == (40, 100) and rep.peak_triples == dry.peak_triples
+    eng.invalidate()
+    fresh = make_engine()
+    fresh.load(path, progress=False)
+    assert_same(state(eng), state(fresh))

@@ -1,4 +1,4 @@
-"""What the engine may touch in the stores (DESIGN §11), on the real Neo4j and Milvus: a user's graph is never
+"""What the engine may touch in the stores (docs/security.md), on the real Neo4j and Milvus: a user's graph is never
 rewritten, identifiers from data can never change a statement. KG names -> collections:
 tests/unit/test_trust_stores.py."""
 

@@ -14,7 +14,7 @@ from engine._errors import InputError
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _metaqa_split import split_files  # noqa: E402
+from _metaqa_split import split_files  # noqa: E402 - benchmarks/ goes on sys.path first
 
 
 def metaqa_folder(root: Path, *, test: bool) -> Path:

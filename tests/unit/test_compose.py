@@ -56,8 +56,8 @@ def compose(text: str) -> dict[str, Any]:
 
 
 def _env_values() -> dict[str, str]:
-    return {"NEO4J_PASSWORD": "neo4j-pass-1", "MILVUS_ROOT_PASSWORD": "milvus-pass-1", "MINIO_SECRET_KEY": "minio-pass-1",
-            "ISORAG_API_KEY": "k" * 40}
+    return {"NEO4J_PASSWORD": "neo4j-pass-1", "MILVUS_ROOT_PASSWORD": "milvus-pass-1",
+            "MINIO_SECRET_KEY": "minio-pass-1", "ISORAG_API_KEY": "k" * 40}
 
 
 def test_no_secret_has_a_default(text: str) -> None:

@@ -132,7 +132,8 @@ def test_oracle_and_sample_statements_come_from_templates():
     from engine.retrieval.pattern import Pattern
     from engine.evaluation.synth import ANSWER, SEED, GTSample, answer_query
 
-    p = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"), ("UNKNOWN person 1", "born_in", "UNKNOWN 2")])
+    p = Pattern.from_triples([("Heat", "directed_by", "UNKNOWN person 1"),
+                              ("UNKNOWN person 1", "born_in", "UNKNOWN 2")])
     ids = list(p.nodes)
     cands = Candidates({ids[0]: {1: 0.1}, ids[1]: {2: 0.0}, ids[2]: None}, {0: {"a": 0.0, "b": 0.3}, 1: {"c`x": 0.1}},
                        {"a": "a", "b": "b", "c`x": "c"})
@@ -149,7 +150,8 @@ def test_oracle_and_sample_statements_come_from_templates():
     assert oracle_query(p, cands, injective="nodes").startswith(
         "MATCH (n0:IsoragEntity)-[r0:`a`|`b`]-(n1:IsoragEntity), (n1:IsoragEntity)-[r1:`c``x`]-(n2:IsoragEntity)\n"
         "WHERE n0.isorag_eid IN $c_n0 AND n1.isorag_eid IN $c_n1 AND n0 <> n1 AND n0 <> n2 AND n1 <> n2\n")
-    s = GTSample("chain", [10, 20, 30], [SEED, "inner", ANSWER], [(0, "a", "a", 1), (1, "c`x", "c", 2)], ["x", "y", "z"])
+    s = GTSample("chain", [10, 20, 30], [SEED, "inner", ANSWER], [(0, "a", "a", 1), (1, "c`x", "c", 2)],
+                 ["x", "y", "z"])
     assert answer_query(s, [1], [1], {"a", "c`x"}) == (
         "MATCH (n1:IsoragEntity)-[r1:`c``x`]->(n2:IsoragEntity)\n"
         "WHERE n1.isorag_eid = $n1 AND n1 <> n2\n"

@@ -94,7 +94,8 @@ def test_follow_path_drops_the_topic_at_every_step() -> None:
     for h, r, t in kb:
         adj[(h, r)].add(t)
         adj[(t, r)].add(h)
-    nb = lambda e, r: adj.get((e, r), set())  # noqa: E731
+    def nb(e: str, r: str) -> set[str]:
+        return adj.get((e, r), set())
     assert follow_path(nb, "M", "movie_to_director_to_movie") == {"M2"}
     assert follow_path(nb, "M", "movie_to_director_to_movie_to_genre") == {"Comedy"}
     trace: list[set[str]] = []

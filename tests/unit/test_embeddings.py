@@ -11,8 +11,8 @@ from engine._errors import ConfigError
 from engine.embeddings import AUTO_CPU_BACKEND, OnnxEmbedder, load_embedder
 from engine.embeddings.embedders import _batches
 from engine.embeddings.loading import _cuda_available
-from engine.embeddings.onnx_build import _ensure_build
-from engine.embeddings.sources import _resolve_source
+from engine.embeddings.onnx_build import ensure_build
+from engine.embeddings.sources import resolve_source
 
 # Short KB-style names (titles, people, years, tags, relations), like MetaQA's entities.
 NAMES = [
@@ -182,7 +182,7 @@ def test_build_is_reused(onnx_emb):
     assert isinstance(onnx_emb, OnnxEmbedder)
     build = onnx_emb.build_dir
     mtime = (build / "model.onnx").stat().st_mtime_ns
-    again = _ensure_build(_resolve_source("all-MiniLM-L6-v2"), "onnx", "minilm_l6_v2")
+    again = ensure_build(resolve_source("all-MiniLM-L6-v2"), "onnx", "minilm_l6_v2")
     assert again == build and (build / "model.onnx").stat().st_mtime_ns == mtime
     assert build.parent.name == "minilm_l6_v2" and (build / "tokenizer.json").exists()
 
@@ -200,14 +200,14 @@ def test_batches_cover_everything_within_limits():
 
 
 def test_local_directory_slug_and_alias_resolution(tmp_path):
-    bundled = _resolve_source("sentence-transformers/all-MiniLM-L6-v2")
+    bundled = resolve_source("sentence-transformers/all-MiniLM-L6-v2")
     assert bundled.name == "all-MiniLM-L6-v2" and bundled.slug == "minilm_l6_v2" and bundled.path.is_dir()
-    local = _resolve_source(str(bundled.path))
+    local = resolve_source(str(bundled.path))
     assert local.path == bundled.path.resolve()
     # A local directory's slug names it and its location: two copies never share a collection.
     assert local.slug.startswith("model_") and local.slug != bundled.slug
-    assert _resolve_source("sentence-transformers/all-mpnet-base-v2").slug == "all_mpnet_base_v2"
-    assert _resolve_source("BAAI/bge-small-en-v1.5").slug == "baai_bge_small_en_v1_5"
+    assert resolve_source("sentence-transformers/all-mpnet-base-v2").slug == "all_mpnet_base_v2"
+    assert resolve_source("BAAI/bge-small-en-v1.5").slug == "baai_bge_small_en_v1_5"
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(ConfigError, match="not a model directory"):
         load_embedder(str(tmp_path / "f.txt"))
@@ -219,7 +219,7 @@ def test_pipeline_the_onnx_backend_cannot_run_is_config_error(tmp_path, monkeypa
     monkeypatch.setenv("ISORAG_HOME", str(tmp_path / "home"))
     tmp_path = tmp_path / "model"
     tmp_path.mkdir()
-    src = _resolve_source("all-MiniLM-L6-v2").path
+    src = resolve_source("all-MiniLM-L6-v2").path
     for f in src.iterdir():  # a copy of the model whose pipeline has a Dense layer after pooling
         (tmp_path / f.name).symlink_to(f)
     (tmp_path / "modules.json").unlink()

@@ -1,6 +1,7 @@
-"""Guards on the matcher's plan (engine.retrieval.matcher; TEST-GAPS.md): its suffix sums are an admissible bound on cycles,
-multi-edges and self-loops, its root has the fewest candidates. Self-loops and direction, disconnected patterns and the
-narrowing of conjunctions run against the real local Neo4j in tests/integration/test_guards_matching.py."""
+"""Guards on the matcher's plan (engine.retrieval.matcher), each a mistake no other test caught: its suffix sums are an
+admissible bound on cycles, multi-edges and self-loops, its root has the fewest candidates. Self-loops and direction,
+disconnected patterns and the narrowing of conjunctions run against the real local Neo4j in
+tests/integration/test_guards_matching.py."""
 
 from __future__ import annotations
 
@@ -74,5 +75,6 @@ def test_plan_root_has_the_fewest_candidates_and_an_unknown_costs_nothing() -> N
     plan = make_plan(pat, cands)
     assert plan.root == "Bo"
     # Bo -r1- U1 (free node), U1 -r0- Ann (Ann at 0.3), Ann -r2- Bo closes
-    assert [(s.edge, s.dst, s.closes) for s in plan.steps] == [(1, "UNKNOWN 1", False), (0, "Ann", False), (2, "Bo", True)]
+    assert [(s.edge, s.dst, s.closes) for s in plan.steps] == [(1, "UNKNOWN 1", False), (0, "Ann", False),
+                                                              (2, "Bo", True)]
     assert plan.suffix == pytest.approx((0.2 + 0.1 + 0.3 + 0.3, 0.1 + 0.3 + 0.3, 0.3, 0.0))

@@ -1,4 +1,5 @@
-"""Guards on patterns, verification jobs and verbalized evidence (TEST-GAPS.md): no servers needed."""
+"""Guards on patterns, verification jobs and verbalized evidence, each a mistake no other test caught: no servers
+needed."""
 
 from __future__ import annotations
 
@@ -160,7 +161,8 @@ def test_a_file_of_malformed_rows_only_is_an_input_error(tmp_path: Path) -> None
 
     claims = tmp_path / "claims.jsonl"
     claims.write_text('{"claim": "no id"}\n' * 3, encoding="utf-8")
-    with pytest.raises(InputError, match=r"no claim to verify: every row is malformed \(3\); first: .*claims.jsonl:1: "):
+    with pytest.raises(InputError,
+                       match=r"no claim to verify: every row is malformed \(3\); first: .*claims.jsonl:1: "):
         run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", progress=False, echo=lambda m: None)
     assert not (tmp_path / "out.jsonl").exists()
 
@@ -184,7 +186,8 @@ def test_the_summary_lists_at_most_a_hundred_malformed_rows(tmp_path: Path, n: i
     summary = run_verify_job(_FailingEngine(), claims, tmp_path / "out.jsonl", progress=False, echo=lambda m: None)
     assert summary["malformed"] == n
     assert len(summary["malformed_rows"]) == 100
-    assert summary["malformed_rows"][0].startswith(f"{claims}:1: ") and summary["malformed_rows"][-1].startswith(f"{claims}:100: ")
+    assert summary["malformed_rows"][0].startswith(f"{claims}:1: ")
+    assert summary["malformed_rows"][-1].startswith(f"{claims}:100: ")
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])

@@ -1,6 +1,6 @@
-"""Guards on result assembly (engine.retrieval.retriever; TEST-GAPS.md), on hand-made matches: an answer's GSD, the bindings of
-every unknown, ``exact``, names, relation names, candidate limits. Candidates, the degree cap and the answer rule
-against the real local Neo4j and Milvus: tests/integration/test_guards_retrieval.py.
+"""Guards on result assembly (engine.retrieval.retriever) on hand-made matches, each a mistake no other test caught: an
+answer's GSD, the bindings of every unknown, ``exact``, names, relation names, candidate limits. Candidates, the degree
+cap and the answer rule against the real local Neo4j and Milvus: tests/integration/test_guards_retrieval.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class _Rows:
         return {e: self.rows[e] for e in eids if e in self.rows}
 
 
-def _Names(names: dict[int, str]) -> _Rows:
+def _names(names: dict[int, str]) -> _Rows:
     return _Rows({e: {"eid": e, "name": n, "key": f"k{e}"} for e, n in names.items()})
 
 
@@ -35,7 +35,7 @@ NAMES = {1: "Heat", 2: "Michael Mann", 3: "Dean Jones", 4: "Thief", 5: "Ali"}
 
 def _assemble(pattern: Pattern, matches: list[Match], stats: SearchStats | None = None) -> Any:
     cands = Candidates({n: None for n in pattern.nodes}, {e.index: {"r": 0.0} for e in pattern.edges}, {"r": "r"})
-    return Retriever(_Names(NAMES), None, None, MatchSettings()).build_result(
+    return Retriever(_names(NAMES), None, None, MatchSettings()).build_result(
         pattern, matches, cands, stats or SearchStats())
 
 
@@ -60,9 +60,11 @@ def test_answer_keeps_the_gsd_of_its_best_subgraph() -> None:
 
 def test_every_unknown_gets_its_best_bindings_and_the_answer_is_the_highest_numbered() -> None:
     pat = Pattern.from_triples([("Heat", "r", "UNKNOWN person 2"), ("UNKNOWN person 2", "r", "UNKNOWN film 1")])
-    ms = [Match(0.2, {"Heat": 1, "UNKNOWN person 2": 2, "UNKNOWN film 1": 4}, {0: KGEdge(1, "r", 2), 1: KGEdge(2, "r", 4)}),
-          Match(0.4, {"Heat": 1, "UNKNOWN person 2": 3, "UNKNOWN film 1": 4}, {0: KGEdge(1, "r", 3), 1: KGEdge(3, "r", 4)}),
-          Match(0.6, {"Heat": 1, "UNKNOWN person 2": 2, "UNKNOWN film 1": 5}, {0: KGEdge(1, "r", 2), 1: KGEdge(2, "r", 5)})]
+    def match(gsd: float, person: int, film: int) -> Match:
+        return Match(gsd, {"Heat": 1, "UNKNOWN person 2": person, "UNKNOWN film 1": film},
+                     {0: KGEdge(1, "r", person), 1: KGEdge(person, "r", film)})
+
+    ms = [match(0.2, 2, 4), match(0.4, 3, 4), match(0.6, 2, 5)]
     res = _assemble(pat, ms)
     assert pat.answer_node() == "UNKNOWN person 2"
     assert [(a.entity.eid, a.gsd) for a in res.answers] == [(2, 0.2), (3, 0.4)]
@@ -94,8 +96,8 @@ def test_exact_is_false_exactly_when_the_search_was_cut(truncated: int, deadline
 
 
 def test_answer_equal_to_a_named_entity_is_dropped_but_its_subgraph_stays() -> None:
-    """DESIGN §10 (PathQuestion): with homomorphic matching, ``X parents Y children X`` binds the topic again; the
-    answer rule drops that answer as restating the question (the chosen behaviour), keeps the others, and
+    """PathQuestion (docs/benchmarks.md): with homomorphic matching, ``X parents Y children X`` binds the topic again;
+    the answer rule drops that answer as restating the question (the chosen behaviour), keeps the others, and
     keeps the subgraph as evidence."""
     pat = Pattern.from_triples([("Heat", "r", "UNKNOWN 1"), ("UNKNOWN 1", "r", "UNKNOWN 2")])
     ms = [Match(0.0, {"Heat": 1, "UNKNOWN 1": 2, "UNKNOWN 2": 1}, {0: KGEdge(1, "r", 2), 1: KGEdge(2, "r", 1)}),
@@ -115,7 +117,8 @@ def test_answer_equal_to_a_named_entity_is_dropped_but_its_subgraph_stays() -> N
 def test_entities_show_their_name_else_their_key_else_their_id() -> None:
     rows = {1: {"eid": 1, "name": "Heat", "key": "m/0abc"}, 2: {"eid": 2, "name": None, "key": "m/0def"},
             3: {"eid": 3, "name": "", "key": "m/0ghi"}}  # 4: not in the graph any more
-    pat = Pattern.from_triples([("Heat", "r", "UNKNOWN 1"), ("UNKNOWN 1", "r", "UNKNOWN 2"), ("UNKNOWN 2", "r", "UNKNOWN 3")])
+    pat = Pattern.from_triples([("Heat", "r", "UNKNOWN 1"), ("UNKNOWN 1", "r", "UNKNOWN 2"),
+                                ("UNKNOWN 2", "r", "UNKNOWN 3")])
     m = Match(0.0, {"Heat": 1, "UNKNOWN 1": 2, "UNKNOWN 2": 3, "UNKNOWN 3": 4},
               {0: KGEdge(1, "r", 2), 1: KGEdge(2, "r", 3), 2: KGEdge(4, "r", 3)})
     cands = Candidates({n: None for n in pat.nodes}, {i: {"r": 0.0} for i in range(3)}, {"r": "r"})
@@ -133,7 +136,7 @@ def test_triples_carry_the_relation_name_not_the_relationship_type() -> None:
     cands = Candidates({n: None for n in pat.nodes}, {0: {"directed_by__1a2b3c": 0.0}},
                        {"directed_by__1a2b3c": "directed by", "starred": "starred"})
     m = Match(0.0, {"Heat": 1, "UNKNOWN 1": 2}, {0: KGEdge(1, "directed_by__1a2b3c", 2)})
-    res = Retriever(_Names(NAMES), None, None, MatchSettings()).build_result(pat, [m], cands, SearchStats())
+    res = Retriever(_names(NAMES), None, None, MatchSettings()).build_result(pat, [m], cands, SearchStats())
     assert res.subgraphs[0].triples[0].as_tuple() == ("Heat", "directed by", "Michael Mann")
     assert res.to_dict()["subgraphs"][0]["triples"][0]["relation"] == "directed by"
 

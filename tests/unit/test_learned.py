@@ -53,7 +53,8 @@ def test_template_from_a_pattern_and_back() -> None:
 
 
 def test_template_of_a_conjunction_orders_topics_as_given() -> None:
-    pat = Pattern.from_triples([("UNKNOWN 1", "starred_actors", "Tom Cruise"), ("UNKNOWN 1", "directed_by", "Michael Mann")])
+    pat = Pattern.from_triples([("UNKNOWN 1", "starred_actors", "Tom Cruise"),
+                                ("UNKNOWN 1", "directed_by", "Michael Mann")])
     tpl = Template.from_pattern(pat, ["Michael Mann", "Tom Cruise"])
     assert tpl.triples == (("U1", "starred_actors", "T2"), ("U1", "directed_by", "T1")) and tpl.topics == 2
     assert tpl.fill(["Michael Mann", "Tom Cruise"]) == Pattern.from_triples(
@@ -69,12 +70,15 @@ def test_template_refusals() -> None:
 
 def test_chain_writes_each_hop_in_its_direction() -> None:
     tpl = chain(["starred_actors", "directed_by"], [False, True], "person")
-    assert tpl.triples == (("U1", "starred_actors", "T1"), ("U1", "directed_by", "U2")) and tpl.types == {"U2": "person"}
+    assert tpl.triples == (("U1", "starred_actors", "T1"), ("U1", "directed_by", "U2"))
+    assert tpl.types == {"U2": "person"}
 
 
 def test_make_record_finds_topics_in_plain_text() -> None:
-    rec = make_record("who directed heat", ["Heat"], ["Michael Mann"], {"triples": [["Heat", "directed_by", "UNKNOWN 1"]]})
-    assert rec.spans == [(13, 17)] and rec.template is not None and rec.template.triples == (("T1", "directed_by", "U1"),)
+    rec = make_record("who directed heat", ["Heat"], ["Michael Mann"],
+                      {"triples": [["Heat", "directed_by", "UNKNOWN 1"]]})
+    assert rec.spans == [(13, 17)] and rec.template is not None
+    assert rec.template.triples == (("T1", "directed_by", "U1"),)
     rec = make_record("what did [Michael Mann] direct", None, ["Heat"])
     assert rec.text == "what did Michael Mann direct" and rec.topics == ["Michael Mann"] and rec.template is None
 
@@ -98,7 +102,8 @@ def test_fitted_acceptance_learns_the_questions_own_words() -> None:
     chosen = model.choose([_cand(text, "Psycho", 7), _cand(text, "up", 100), _cand(text, "her", 101)], text)
     assert [c.name for c in chosen] == ["Psycho"] and 0.5 < chosen[0].confidence <= 1.0
     again = LinkModel.from_json(model.to_json())
-    assert np.allclose(again.probabilities(examples[0][1], examples[0][0]), model.probabilities(examples[0][1], examples[0][0]))
+    text, cands = examples[0][0], examples[0][1]
+    assert np.allclose(again.probabilities(cands, text), model.probabilities(cands, text))
 
 
 def test_choose_takes_more_topics_only_when_sure_and_apart() -> None:

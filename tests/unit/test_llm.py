@@ -1,4 +1,5 @@
-"""engine.llm and engine.answering.prompting, with the real ``openai`` client over HTTP against a scripted local server."""
+"""engine.llm and engine.answering.prompting, with the real ``openai`` client over HTTP against a scripted local
+server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every Cypher statement lives in cypher/ (DESIGN section 8): no string literal in engine/ or loaders/ holds one.
+"""Every Cypher statement lives in cypher/ (docs/architecture.md): no string literal in engine/ or loaders/ holds one.
 
 Docstrings and comments may mention a clause ("MERGE a batch"); a string literal that is not a docstring and holds a
 statement keyword in capitals is a statement written in Python, and fails here.

@@ -658,7 +658,8 @@ def test_walk_answer_loss_hand_computed():
     end = torch.tensor([0.9, 0.5, 0.2, 0.9, 0.1, 0.8, 0.05, 0.3])
     labels = torch.tensor([0, 0, 0, 0, 0, 1, 0, 0.0])
     b = batch_graphs([dataclasses.replace(g, node_labels=labels)])
-    bce = lambda p, y: -(y * math.log(p) + (1 - y) * math.log(1 - p))  # noqa: E731
+    def bce(p: float, y: float) -> float:
+        return -(y * math.log(p) + (1 - y) * math.log(1 - p))
     pos = bce(0.8, 1)
     negs = sorted((bce(p, 0) for i, p in enumerate(end.tolist()) if i not in (0, 5)), reverse=True)  # topic left out
     # one answer: the hardest max(hard_min, 2 * 1) non-answers; with hard_min=3 the three highest ends
@@ -667,7 +668,8 @@ def test_walk_answer_loss_hand_computed():
     # a question without an answer in its neighbourhood adds nothing; none at all gives 0
     none = batch_graphs([dataclasses.replace(g, node_labels=torch.zeros(8))])
     assert float(walk_answer_loss(end, none)) == 0.0
-    both = batch_graphs([dataclasses.replace(g, node_labels=labels), dataclasses.replace(g, node_labels=torch.zeros(8))])
+    both = batch_graphs([dataclasses.replace(g, node_labels=labels),
+                         dataclasses.replace(g, node_labels=torch.zeros(8))])
     assert math.isclose(float(walk_answer_loss(torch.cat([end, end]), both, hard_min=3)), want, rel_tol=1e-5)
 
 
@@ -751,7 +753,7 @@ def test_shortest_path_labels_match_brute_force_on_random_graphs(chunk_elements,
             adj[u].add(v)
             adj[v].add(u)
 
-        def bfs(s):
+        def bfs(s, adj=adj):
             dist, queue = {s: 0}, collections.deque([s])
             while queue:
                 x = queue.popleft()
@@ -884,8 +886,8 @@ def test_training_raises_triple_recall_well_above_random(name):
 
 
 def test_forward_latency_10k_triples(capsys):
-    """Prints CPU forward latency at the scale of DESIGN §5 (10,000 triples, d = 384), with 1 and 2 torch
-    threads; benchmarks/scorer_forward.py is the full measurement. Only a gross regression fails."""
+    """Prints CPU forward latency at the scale a neighbourhood is capped at (10,000 triples, d = 384), with 1 and 2
+    torch threads; benchmarks/scorer_forward.py is the full measurement. Only a gross regression fails."""
     graph = random_graph(2_500, 10_000, num_rel=300, dim=384, nameless=0.1)
     lines = []
     for threads in (1, 2):

@@ -1,4 +1,4 @@
-"""Secrets never appear in a repr, str, message or log (issue 13, DESIGN §11).
+"""Secrets never appear in a repr, str, message or log (docs/security.md).
 
 Every settings/config class is checked: its secret fields (password, token, key...) set to a marker, its URI
 fields given user info with that marker as the password; then the errors whose message carries a URI, from

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluation.metrics import (aggregate, answer_f1, answer_recall, hit, hits1_lenient, hits1_strict, read_items,
-                             triple_prf)
+from engine.evaluation.metrics import (aggregate, answer_f1, answer_recall, hit, hits1_lenient, hits1_strict,
+                                       read_items, triple_prf)
 from engine.evaluation.synth import isomorphism_type, subtree_edges
 
 

@@ -1,4 +1,4 @@
-"""What the engine may touch in the stores (DESIGN §11), without a server: KG names never share collections, an
+"""What the engine may touch in the stores (docs/security.md), without a server: KG names never share collections, an
 identifier that cannot be a name is refused. A user's graph never rewritten and identifiers from data read back as
 themselves, on the real Neo4j: tests/integration/test_trust_stores.py."""
 

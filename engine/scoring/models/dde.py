@@ -1,4 +1,5 @@
-"""Directional Distance Encoding (SubgraphRAG, paper 000, §3.2; DIGEST §1.1)."""
+"""Directional Distance Encoding (DDE), from SubgraphRAG (Li, Miao, Li, "Simple is Effective: The Roles of Graphs
+and Large Language Models in Knowledge-Graph-Based Retrieval-Augmented Generation", ICLR 2025), §3.2."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class DDE(nn.Module):
 
     The mean counts one message per triple (parallel triples count several times) and a node without
     incoming messages gets 0, as PyG's ``aggr="mean"``. ``s^(0)`` is prepended only with
-    ``include_initial=True`` (the paper's formula); the reference code leaves it out (DIGEST §1.1 [CODE]),
+    ``include_initial=True`` (the paper's formula); the authors' public code leaves it out,
     which is the default here. A triple's structural feature is ``[s_h || s_t]``.
 
     ``mixed=True`` appends the rounds that change direction: every sequence of forward (``f``) and reverse
@@ -100,7 +101,8 @@ class DDE(nn.Module):
         return (2 * (self.rounds + self.reverse_rounds) + (2 if self.include_initial else 0)
                 + 2 * len(self.mixed_sequences()))
 
-    def forward(self, num_nodes: int, edge_index: torch.Tensor, topic: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def forward(self, num_nodes: int, edge_index: torch.Tensor, topic: torch.Tensor,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
         device = edge_index.device
         if topic.dtype == torch.bool:
             is_topic = topic
@@ -150,13 +152,14 @@ class QueryGatedDDE(nn.Module):
     .. math::
         g_l(q, r) = \sigma\big((W^{(l)}_q \mathbf{q})^\top (W^{(l)}_r \mathbf{r}) / \sqrt{g} + b_l\big)
 
-    (QSRAG's query-relation alignment term, paper 004, used as a gate on SubgraphRAG's DDE propagation), and
-    divides by the plain in-degree as DDE's mean does: ``s^{(l)}_v = sum_{u -> v} g_l(q, r_{uv}) s^{(l-1)}_u /
-    deg(v)``. Only the topic share is propagated; every sequence of forward (``f``) and reverse (``r``) rounds
-    of length 1 to ``rounds`` is kept (``f, r, ff, fr, rf, rr`` for 2), log-scaled (:func:`log_scale`).
-    Gates start near 0.9 (``b_l = 2``), i.e. close to the ungated DDE.
+    (QSRAG's query-relation alignment term, see :mod:`engine.scoring.models.qrgat`, used as a gate on SubgraphRAG's DDE
+    propagation), and divides by the plain in-degree as DDE's mean does: ``s^{(l)}_v = sum_{u -> v} g_l(q, r_{uv})
+    s^{(l-1)}_u / deg(v)``. Only the topic share is propagated; every sequence of forward (``f``) and reverse (``r``)
+    rounds of length 1 to ``rounds`` is kept (``f, r, ff, fr, rf, rr`` for 2), log-scaled (:func:`log_scale`). Gates
+    start near 0.9 (``b_l = 2``), i.e. close to the ungated DDE.
 
-    Shapes: a :class:`~engine.scoring.question_graph.BatchedGraphs` -> ``[N, out_dim]``, ``out_dim = 2 + 4 + ... + 2^rounds``.
+    Shapes: a :class:`~engine.scoring.question_graph.BatchedGraphs` -> ``[N, out_dim]``,
+    ``out_dim = 2 + 4 + ... + 2^rounds``.
     """
 
     def __init__(self, emb_dim: int, rounds: int = 2, gate_dim: int = 32) -> None:

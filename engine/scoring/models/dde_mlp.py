@@ -1,4 +1,5 @@
-"""SubgraphRAG's triple scorer: an MLP over text embeddings and DDE (paper 000, §3.2; DIGEST §1.1, §6.3)."""
+"""SubgraphRAG's triple scorer: an MLP over text embeddings and DDE (the paper and DDE:
+:mod:`engine.scoring.models.dde`)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ class DDEMLP(TripleScorer):
         dde_gated / gate_dim: append :class:`~engine.scoring.models.dde.QueryGatedDDE` features (DDE rounds whose
             messages are gated by a learned question-relation score, ``gate_dim`` wide; default off): the
             structure then says *which relations* lead from the topic to an entity, not only how far.
-        walk / walk_rounds / walk_gate_dim: the question's relation walk (:class:`~engine.scoring.models.query_walk.QueryWalk`,
+        walk / walk_rounds / walk_gate_dim: the question's relation walk
+        (:class:`~engine.scoring.models.query_walk.QueryWalk`,
             default off): where a max-product walk of learned (round, direction, relation) gates from the topic
             ends, as two more DDE-like node features, and which triples it crosses at each round, as
             ``walk_rounds + 1`` triple features read by a ``Linear(walk_rounds + 1 -> hidden)`` beside the first
@@ -99,7 +101,8 @@ class DDEMLP(TripleScorer):
         self.hidden_layers = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(num_layers - 1))
         self.out = nn.Linear(hidden, 1)
         self.walk_edge = nn.Linear(self.walk.edge_dim, hidden, bias=False) if self.walk is not None else None
-        #: ``a^(L)`` of the last forward, ``[N]`` (the auxiliary loss and answer extraction read it); None without a walk
+        #: ``a^(L)`` of the last forward, ``[N]`` (the auxiliary loss and answer extraction read it); None
+        #: without a walk
         self.walk_end: torch.Tensor | None = None
         self.dropout = nn.Dropout(dropout)
         self.reset_parameters()
@@ -147,7 +150,8 @@ class DDEMLP(TripleScorer):
         head, tail, edge_rel = b.edge_index[0], b.edge_index[1], b.edge_rel
         text = self._table_terms(b)
         if edges is not None:
-            head, tail, edge_rel = head.index_select(0, edges), tail.index_select(0, edges), edge_rel.index_select(0, edges)
+            head, tail = head.index_select(0, edges), tail.index_select(0, edges)
+            edge_rel = edge_rel.index_select(0, edges)
             walk_edge = walk_edge.index_select(0, edges) if walk_edge is not None else None
             nodes, inv = torch.unique(torch.cat([head, tail]), return_inverse=True)
             head, tail = inv[:edges.shape[0]], inv[edges.shape[0]:]

@@ -1,4 +1,5 @@
-"""QSRAG's triple scorer: query-relational graph attention (QR-GAT, paper 004, §4; DIGEST §5.1, §6.4)."""
+"""QSRAG's triple scorer: query-relational graph attention (QR-GAT; Xu, Guo, Zhang, Fu, "Query-Aware Graph
+Attention for Precise Subgraph Retrieval in Knowledge-Augmented Reasoning", §4)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def segment_softmax(logits: torch.Tensor, index: torch.Tensor, num_nodes: int) -
 
 
 class QRGATConv(nn.Module):
-    r"""One query-relational graph attention layer (QR-GAT, paper 004, Eqs. in §4.2).
+    r"""One query-relational graph attention layer (QR-GAT, the QSRAG paper's equations in §4.2).
 
     For an edge ``j -> i`` with relation embedding ``r_ij`` and question embedding ``q``:
 
@@ -124,7 +125,7 @@ class QRGATConv(nn.Module):
 
 
 class QRGAT(TripleScorer):
-    r"""QSRAG's triple scorer: bidirectional QR-GAT encoder and a two-layer MLP (paper 004, §4).
+    r"""QSRAG's triple scorer: bidirectional QR-GAT encoder and a two-layer MLP (the QSRAG paper, §4).
 
     .. math::
         \mathbf{h}^{(0)}_i = \mathrm{Dropout}([\mathbf{e}_i \| \mathbf{q} \| \mathbf{p}_i]), \qquad
@@ -138,7 +139,7 @@ class QRGAT(TripleScorer):
     each has ``num_layers`` :class:`QRGATConv` layers with ``heads`` heads of ``hidden // heads``
     channels, with dropout between layers.
 
-    Choices the paper leaves open (DIGEST §5.3, §5.8), all configurable:
+    Choices the paper leaves open, all configurable:
         - widths, depth, heads, dropout: defaults ``hidden=256``, ``num_layers=2``, ``heads=4``,
           ``dropout=0.1``; the scorer's hidden width defaults to ``hidden``, with the same dropout after its ReLU.
         - ``add_self_loops=True``: every node also attends to itself through a learned "self" relation
@@ -154,8 +155,8 @@ class QRGAT(TripleScorer):
 
     ``dde_gated=True`` appends :class:`~engine.scoring.models.dde.QueryGatedDDE` features to ``p`` (DDE rounds gated
     by a learned question-relation score, ``gate_dim`` wide): which relations lead from the topic to a node.
-    ``walk=True`` appends the question's relation walk (:class:`~engine.scoring.models.query_walk.QueryWalk`, ``walk_rounds``
-    rounds): where it ends, to ``p``, and which triples it crosses, to the scorer's first layer (a
+    ``walk=True`` appends the question's relation walk (:class:`~engine.scoring.models.query_walk.QueryWalk`,
+    ``walk_rounds`` rounds): where it ends, to ``p``, and which triples it crosses, to the scorer's first layer (a
     ``Linear(walk_rounds + 1 -> score_hidden)`` beside ``W_1``).
 
     Ablations (paper §5, Table 5): ``query_init=False`` removes ``q`` from ``h^(0)``, ``query_attn=False``
@@ -206,7 +207,8 @@ class QRGAT(TripleScorer):
         self._remember_config(emb_dim=emb_dim, hidden=hidden, num_layers=num_layers, heads=heads, dropout=dropout,
                               attn_dropout=attn_dropout, score_hidden=score_hidden, negative_slope=negative_slope,
                               positional=positional, dde_rounds=dde_rounds, add_self_loops=add_self_loops,
-                              cross_directions=cross_directions, dde_mixed=dde_mixed, query_init=query_init, query_attn=query_attn, query_score=query_score,
+                              cross_directions=cross_directions, dde_mixed=dde_mixed, query_init=query_init,
+                              query_attn=query_attn, query_score=query_score,
                               dde_gated=dde_gated, gate_dim=gate_dim, walk=walk, walk_rounds=walk_rounds,
                               walk_gate_dim=walk_gate_dim)
         self.emb_dim, self.hidden = emb_dim, hidden
@@ -225,8 +227,8 @@ class QRGAT(TripleScorer):
 
         def stack() -> nn.ModuleList:
             return nn.ModuleList(
-                QRGATConv(in_dim if i == 0 else (2 * hidden if cross_directions else hidden), emb_dim, emb_dim, heads, hidden // heads,
-                          negative_slope, attn_dropout, query_attn)
+                QRGATConv(in_dim if i == 0 else (2 * hidden if cross_directions else hidden), emb_dim, emb_dim, heads,
+                          hidden // heads, negative_slope, attn_dropout, query_attn)
                 for i in range(num_layers))
 
         self.forward_convs = stack()
@@ -236,7 +238,8 @@ class QRGAT(TripleScorer):
         self.score1 = nn.Linear((emb_dim if query_score else 0) + 4 * hidden + emb_dim, score_hidden)
         self.score2 = nn.Linear(score_hidden, 1)
         self.walk_edge = nn.Linear(self.walk.edge_dim, score_hidden, bias=False) if self.walk is not None else None
-        #: ``a^(L)`` of the last forward, ``[N]`` (the auxiliary loss and answer extraction read it); None without a walk
+        #: ``a^(L)`` of the last forward, ``[N]`` (the auxiliary loss and answer extraction read it); None
+        #: without a walk
         self.walk_end: torch.Tensor | None = None
         self.dropout = nn.Dropout(dropout)
         self.reset_parameters()
@@ -282,7 +285,8 @@ class QRGAT(TripleScorer):
             return torch.stack([batch.is_topic, ~batch.is_topic], dim=1).to(dtype)
         return batch.node_emb.new_zeros(batch.num_nodes, 0, dtype=dtype)
 
-    def _first_projections(self, x: torch.Tensor | None, p: torch.Tensor, b: BatchedGraphs, dense: bool) -> list[torch.Tensor]:
+    def _first_projections(self, x: torch.Tensor | None, p: torch.Tensor, b: BatchedGraphs,
+                           dense: bool) -> list[torch.Tensor]:
         """``[z_s, z_t]`` of the first forward layer, then of the first reverse layer (each ``[N, hidden]``).
         ``x``: :meth:`node_features` of ``b``, or None to make them only where they are read (not when the
         attached entity table gives the text terms)."""
@@ -384,7 +388,8 @@ class QRGAT(TripleScorer):
             rel = rel.add_(F.linear(b.q_emb.to(dtype), w[:, :d]).index_select(0, b.rel_batch))
         head, tail, edge_rel = b.edge_index[0], b.edge_index[1], b.edge_rel
         if edges is not None:
-            head, tail, edge_rel = head.index_select(0, edges), tail.index_select(0, edges), edge_rel.index_select(0, edges)
+            head, tail = head.index_select(0, edges), tail.index_select(0, edges)
+            edge_rel = edge_rel.index_select(0, edges)
             walk_edge = walk_edge.index_select(0, edges) if walk_edge is not None else None
         pre = as_head.index_select(0, head).add_(as_tail.index_select(0, tail)).add_(rel.index_select(0, edge_rel))
         if walk_edge is not None:

@@ -1,12 +1,13 @@
 """A question-conditioned relation walk from the topic entities: which triples a walk of the question's
 relation path crosses, and which entities it ends on (a structural feature for both scorers).
 
-DDE (SubgraphRAG) says how far an entity lies from the topic; the gated DDE (:class:`~engine.scoring.models.dde.QueryGatedDDE`)
-weighs the relations on the way, but its mean aggregation divides by every in-degree, so an answer that is a
-hub (a language, a genre, a year: most MetaQA 3-hop answers) receives a share a thousand times smaller than a
-rare entity reached by a wrong relation. Here the propagation is a max-product (Viterbi) walk instead, as in
-TransferNet's relation-following (Shi et al., EMNLP 2021) and QSRAG's query-relation alignment (paper 004): a
-hub reached by the right path scores as high as any other entity reached by it.
+DDE (SubgraphRAG) says how far an entity lies from the topic; the gated DDE
+(:class:`~engine.scoring.models.dde.QueryGatedDDE`) weighs the relations on the way, but its mean aggregation divides by
+every in-degree, so an answer that is a hub (a language, a genre, a year: most MetaQA 3-hop answers) receives a share a
+thousand times smaller than a rare entity reached by a wrong relation. Here the propagation is a max-product (Viterbi)
+walk instead, as in TransferNet's relation-following (Shi et al., EMNLP 2021) and QSRAG's query-relation alignment
+(QSRAG, see :mod:`engine.scoring.models.qrgat`): a hub reached by the right path scores as high as any other entity
+reached by it.
 
 For round ``l = 1..L``, direction ``d`` (forward along a triple, head -> tail, or reverse) and relation ``r``:
 
@@ -27,7 +28,8 @@ rounds). The forward pass marks where a walk can be after each round,
 ``l`` is the best complete walk that crosses it then:
 
 .. math::
-    w^{(l)}_{(h, r, t)} = \\max\\big(a^{(l-1)}_h\\, g_{l,f}(r)\\, \\beta^{(l)}_t,\\ a^{(l-1)}_t\\, g_{l,r}(r)\\, \\beta^{(l)}_h\\big)
+    w^{(l)}_{(h, r, t)} = \\max\\big(a^{(l-1)}_h\\, g_{l,f}(r)\\, \\beta^{(l)}_t,\\
+                              a^{(l-1)}_t\\, g_{l,r}(r)\\, \\beta^{(l)}_h\\big)
 
 A walk never comes back to a topic entity once it has left (``a^(l)`` and ``beta^(l)`` are 0 on the topic
 entities for ``l >= 1``): "the actors of the films whose writers also wrote X" are not X's own actors, which a
@@ -104,7 +106,8 @@ class QueryWalk(nn.Module):
         self.rounds, self.gate_dim, self.gate_hidden = rounds, gate_dim, gate_hidden
         # the question side of the gates: linear, or an MLP with one hidden layer (gate_hidden > 0), which
         # reads "which relation at which round" out of a sentence embedding far better (module docstring)
-        self.gate_q = (nn.Sequential(nn.Linear(emb_dim, gate_hidden), nn.ReLU(), nn.Linear(gate_hidden, 2 * rounds * gate_dim))
+        self.gate_q = (nn.Sequential(nn.Linear(emb_dim, gate_hidden), nn.ReLU(),
+                                     nn.Linear(gate_hidden, 2 * rounds * gate_dim))
                        if gate_hidden > 0 else nn.Linear(emb_dim, 2 * rounds * gate_dim))
         self.gate_r = nn.Linear(emb_dim, 2 * rounds * gate_dim, bias=False)
         self.gate_bias = nn.Parameter(torch.empty(2 * rounds))
@@ -155,16 +158,16 @@ class QueryWalk(nn.Module):
             return torch.maximum(out, st * x)
 
         a = [b.is_topic.to(dtype)]
-        for l in range(self.rounds):
-            a.append(step(a[-1], g[:, l, 0], g[:, l, 1], stay[:, l], back=False) * off_topic)
+        for i in range(self.rounds):
+            a.append(step(a[-1], g[:, i, 0], g[:, i, 1], stay[:, i], back=False) * off_topic)
         beta = [off_topic]
-        for l in reversed(range(1, self.rounds)):
-            beta.append(step(beta[-1], g[:, l, 0], g[:, l, 1], stay[:, l], back=True) * off_topic)
+        for i in reversed(range(1, self.rounds)):
+            beta.append(step(beta[-1], g[:, i, 0], g[:, i, 1], stay[:, i], back=True) * off_topic)
         beta.reverse()  # beta[l - 1] = where a walk at round l can still go, l = 1..L (beta^(L) = 1 off the topic)
         edge = torch.stack([
-            torch.maximum(a[l].index_select(0, head) * g[:, l, 0] * beta[l].index_select(0, tail),
-                          a[l].index_select(0, tail) * g[:, l, 1] * beta[l].index_select(0, head))
-            for l in range(self.rounds)], dim=1)
+            torch.maximum(a[i].index_select(0, head) * g[:, i, 0] * beta[i].index_select(0, tail),
+                          a[i].index_select(0, tail) * g[:, i, 1] * beta[i].index_select(0, head))
+            for i in range(self.rounds)], dim=1)
         end = a[-1]
         best = edge.amax(dim=1, keepdim=True) if edge.shape[0] else edge.new_zeros(0, 1)
         node = torch.stack([end, log_scale(end)], dim=1)

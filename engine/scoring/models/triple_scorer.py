@@ -76,9 +76,9 @@ class TripleScorer(nn.Module):
             out[nameless] = self.entity_terms(self.nameless.unsqueeze(0).to(out.dtype))
         return out
 
-    # -- the question's relation walk (engine.scoring.models.query_walk), for models built with walk=True ---------------
-    # A model that has one sets ``self.walk`` (a QueryWalk) and ``self.walk_edge`` (the Linear reading its
-    # triple features) in its constructor, where their parameters fall in its initialisation order.
+    # -- the question's relation walk (engine.scoring.models.query_walk), for models built with walk=True
+    # --------------- A model that has one sets ``self.walk`` (a QueryWalk) and ``self.walk_edge`` (the Linear reading
+    # its triple features) in its constructor, where their parameters fall in its initialisation order.
     def _walk_features(self, b: BatchedGraphs, dtype: torch.dtype) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The walk's node features ``[N, 2]`` and triple features ``[E, walk_rounds + 1]`` (``(None, None)``
         without a walk); where the walk ends is kept in ``self.walk_end`` for the auxiliary loss and answer

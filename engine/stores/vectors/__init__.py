@@ -74,7 +74,7 @@ class VectorStore(Writes):
             try:
                 if utility.has_collection(name, using=self._alias, timeout=DDL_TIMEOUT):
                     utility.drop_collection(name, using=self._alias, timeout=DDL_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"dropping {name!r}", exc) from exc
         self._cols.clear()
         self._loaded.clear()
@@ -92,7 +92,7 @@ class VectorStore(Writes):
 
         try:
             connections.remove_connection(self._alias)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a connection already gone is fine
             pass
 
 

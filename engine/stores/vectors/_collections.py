@@ -80,7 +80,7 @@ class Collections:
             kwargs["token"] = token
         if self.lite:
             try:
-                import milvus_lite  # noqa: F401  # type: ignore[import-untyped]
+                import milvus_lite  # noqa: F401 - only whether it is installed  # type: ignore[import-untyped]
             except ImportError as exc:
                 raise ConfigError(
                     f"MILVUS_URI={self.uri!r} is a Milvus Lite file; install it with "
@@ -92,7 +92,7 @@ class Collections:
         t0 = time.monotonic()
         try:
             connections.connect(alias=self._alias, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - pymilvus raises several types
+        except Exception as exc:
             reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             raise StoreUnavailableError(
                 "Milvus", self.uri, f"{reason} (after {time.monotonic() - t0:.1f} s)"
@@ -189,7 +189,7 @@ class Collections:
                 self._digests[kind] = True
             else:
                 return None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"opening collection {name!r}", exc) from exc
         self._cols[kind] = col
         return col

@@ -109,7 +109,7 @@ def unavailable_code(exc: BaseException) -> bool:
     if callable(code):  # grpc.RpcError
         try:
             code = code()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a status code that cannot be read is no known code
             code = None
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return True

@@ -53,7 +53,7 @@ class Indexing(Collections):
             self._index_names[kind] = VECTOR_INDEX
             self._metric[kind] = wanted["metric_type"]
             self._itype[kind] = wanted["index_type"]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"creating the index of {self.names[kind]!r}", exc) from exc
 
     def _wait_index(self, kind: str, timeout: float = INDEX_TIMEOUT) -> None:
@@ -68,7 +68,7 @@ class Indexing(Collections):
                     name, index_name=self._index_names.get(kind, ""), using=self._alias,
                     timeout=DDL_TIMEOUT,
                 )
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"index progress of {name!r}", exc) from exc
             pending = prog.get("pending_index_rows")
             if pending is None:  # servers that do not report it
@@ -85,7 +85,7 @@ class Indexing(Collections):
     def _load(self, kind: str, col: Any) -> None:
         try:
             col.load(timeout=LOAD_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"loading {self.names[kind]!r}", exc) from exc
         self._loaded.add(kind)
 
@@ -96,7 +96,7 @@ class Indexing(Collections):
 
         try:
             state = utility.load_state(self.names[kind], using=self._alias, timeout=DDL_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"load state of {self.names[kind]!r}", exc) from exc
         if getattr(state, "name", str(state)).endswith("Loaded"):
             self._loaded.add(kind)
@@ -113,7 +113,7 @@ class Indexing(Collections):
         if not self._is_loaded(kind):
             try:
                 has_index = self._vector_index(col) is not None
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"describing the index of {self.names[kind]!r}", exc) from exc
             if not has_index:
                 self._ensure_index(kind, col)
@@ -167,7 +167,7 @@ class Indexing(Collections):
                 # A single segment has nothing to merge: skipped (6-10 s at 43k rows).
                 col.compact(timeout=DDL_TIMEOUT)
                 col.wait_for_compaction_completed(timeout=DATA_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"flushing {self.names[k]!r}", exc) from exc
         self._ensure_index(k, col)
         self._wait_index(k)

@@ -68,7 +68,7 @@ class Reads(Indexing):
                 response = self._conn._stub.Search(request, timeout=SEARCH_TIMEOUT)
                 check_status(response.status)
                 return response.results
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - any failure of a search attempt is retried, then reported typed
                 last_exc = exc
                 text = str(exc).lower()
                 if attempt == 0 and ("not loaded" in text or "not load" in text):
@@ -175,7 +175,7 @@ class Reads(Indexing):
             return col.query(
                 expr=expr, output_fields=fields, consistency_level=consistency, timeout=DATA_TIMEOUT
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"query on {self.names[kind]!r}", exc) from exc
 
     def existing_ids(self, kind: str, ids: Sequence[int]) -> set[int]:
@@ -221,7 +221,7 @@ class Reads(Indexing):
         return int(rows[0]["count(*)"]) if rows else 0
 
     def _scan(self, kind: str, fields: list[str], batch: int, what: str) -> Iterator[list[dict[str, Any]]]:
-        """Every row of ``kind`` (its ``fields``), in batches (strong consistency; a pk stored twice comes twice)."""
+        """Every row of ``kind`` (its ``fields``), in batches (strong consistency; a pk stored twice comes once)."""
         self._check_kind(kind)
         if self._col(kind) is None:
             return
@@ -233,11 +233,11 @@ class Reads(Indexing):
             while rows := it.next():
                 yield rows
             it.close()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self._wrap(f"reading the {what} of {self.names[kind]!r}", exc) from exc
 
     def iter_ids(self, kind: str, batch: int = QUERY_BATCH) -> Iterable[np.ndarray]:
-        """Every stored primary key of ``kind``, in batches (a pk stored twice comes twice)."""
+        """Every stored primary key of ``kind``, in batches (a pk stored twice comes once: ``count`` tells)."""
         self._check_kind(kind)
         pk = PK_FIELD[kind]
         for rows in self._scan(kind, [pk], batch, "ids"):

@@ -86,7 +86,7 @@ class Writes(Reads):
             chunk = wanted[start : start + QUERY_BATCH].tolist()
             try:
                 col.delete(f"{pk} in {chunk}", timeout=DATA_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"deleting from {self.names[kind]!r}", exc) from exc
         self._deleted(kind)
 
@@ -182,7 +182,7 @@ class Writes(Reads):
                     delay *= 3
                     continue
                 raise self._wrap(f"upsert into {name!r}", exc) from exc
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"upsert into {name!r}", exc) from exc
 
     def remove_duplicates(self, kind: str) -> int:
@@ -207,7 +207,7 @@ class Writes(Reads):
             rows = {int(r[pk]): r for r in self._query(kind, expr, fields, "Strong")}
             try:
                 col.delete(expr, timeout=DATA_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"deleting duplicates from {self.names[kind]!r}", exc) from exc
             keep = np.asarray(sorted(rows), dtype=np.int64)
             vecs = np.stack([np.asarray(rows[i][VECTOR_FIELD], dtype=np.float32) for i in keep.tolist()])
@@ -223,6 +223,6 @@ class Writes(Reads):
         if removed:
             try:
                 col.flush(timeout=DATA_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._wrap(f"flushing {self.names[kind]!r}", exc) from exc
         return removed
