@@ -186,7 +186,8 @@ def forget(eng: Any, text: str) -> None:
     drop_cached(eng, text)
 
 
-def gold_pass(eng: Any, qs: list[dict[str, Any]], names: list[str], k: int) -> tuple[list[bool], dict[str, list[float]]]:
+def gold_pass(eng: Any, qs: list[dict[str, Any]], names: list[str],
+              k: int) -> tuple[list[bool], dict[str, list[float]]]:
     """Hits@1 of each question's gold pattern with ``names[i]`` as its topic, and the retrieval's stage timings."""
     hits, times = [], {s: [] for s in STAGES}
     for q, name in zip(qs, names):
@@ -198,7 +199,8 @@ def gold_pass(eng: Any, qs: list[dict[str, Any]], names: list[str], k: int) -> t
     return hits, times
 
 
-def learned_pass(eng: Any, qs: list[dict[str, Any]], names: list[str], k: int) -> tuple[list[bool], dict[str, list[float]]]:
+def learned_pass(eng: Any, qs: list[dict[str, Any]], names: list[str],
+                 k: int) -> tuple[list[bool], dict[str, list[float]]]:
     hits, times = [], {s: [] for s in LEARNED_STAGES}
     for q, name in zip(qs, names):
         forget(eng, name)
@@ -463,7 +465,8 @@ def main() -> None:
         p50[kind] = _round(percentile(times["total"], 50), 2)
         stages[kind] = {s: _round(percentile(v, 50), 2) for s, v in times.items()}
         learned_p50[kind] = {s: _round(percentile(v, 50), 2) for s, v in ltimes.items()}
-        print(f"{kind:10s} {len(sub):5d} questions  gold {kinds[kind]['gold']} (exact {kinds[kind]['exact_same']['gold']})"
+        print(f"{kind:10s} {len(sub):5d} questions  gold {kinds[kind]['gold']}"
+              f" (exact {kinds[kind]['exact_same']['gold']})"
               f"  learned {kinds[kind]['learned']} (exact {kinds[kind]['exact_same']['learned']})"
               f"  left out as others' names {others[kind]}", flush=True)
     claims = build_claims([q for i, q in enumerate(qs) if i in set(test_idx)] or qs, kb_lines, args.seed,

@@ -538,11 +538,11 @@ def parse_tables(
     """An enterprise export as two CSV files with header rows: nodes, then edges.
 
     ``nodes.csv``: columns ``id``, ``name`` and optionally ``type`` or ``types`` (several types separated by
-    ``;``) and ``aliases`` (other names, separated the same way); ``edges.csv``: columns ``source``, ``relation``, ``target`` (node ids).  ``path`` is a directory
-    holding both (or ``nodes=`` / ``edges=`` give the files).  Yields an EntityRecord per node first, then a
-    TripleRecord per edge.  The set of node ids is kept in memory (one string per node) to check that every edge's
-    source and target is a node: an edge with an unknown end, a duplicate node id or an empty id, name or
-    relation is a malformed line.
+    ``;``) and ``aliases`` (other names, separated the same way); ``edges.csv``: columns ``source``, ``relation``,
+    ``target`` (node ids).  ``path`` is a directory holding both (or ``nodes=`` / ``edges=`` give the files).
+    Yields an EntityRecord per node first, then a TripleRecord per edge.  The set of node ids is kept in memory
+    (one string per node) to check that every edge's source and target is a node: an edge with an unknown end, a
+    duplicate node id or an empty id, name or relation is a malformed line.
     """
     nodes_p, edges_p = resolve_tables(path, nodes, edges)
     if not isinstance(type_separator, str) or not type_separator:

@@ -88,9 +88,9 @@ class CheckReport(Report):
             ("aliases",) if self.neo4j.get("aliases") or self.milvus.get("aliases") else ())
         out = [f"KG {self.kg!r}: the stores " + ("agree" if self.ok else "differ")
                + f" (checked in {self.wall_s:.1f} s; texts of "
-               + ", ".join(f"{self.texts_checked.get(k, 0):,} {k}" for k in KINDS)
+               + ", ".join(f"{self.texts_checked.get(k, 0):,} {k}" for k in kinds)
                + (", every entity embedded again" if self.deep else "") + ")"]
-        for k in KINDS:
+        for k in kinds:
             out.append(f"  {k:<9} neo4j {self.neo4j.get(k, 0):,}  milvus {self.milvus.get(k, 0):,}  missing "
                        f"{self.missing.get(k, 0):,}  extra {self.extra.get(k, 0):,}  stale {self.stale.get(k, 0):,}"
                        f"  duplicates {self.duplicates.get(k, 0):,}")

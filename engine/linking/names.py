@@ -162,9 +162,9 @@ def _fuzzy(term: str) -> str:
 
 def fulltext_query(text: str, kg: str) -> str | None:
     """The Lucene query that finds the names and aliases spelled like ``text`` in KG ``kg`` (each word of it with
-    one fuzzy edit, none up to 2 letters or for a number: two edits per word cost the index 3-5 times as much), or None when ``text`` has no
-    word the index keeps. The KG's entities are asked for by the ``isorag_kg`` field (the caller filters by the
-    exact KG name too: the analyzer lower-cases it)."""
+    one fuzzy edit, none up to 2 letters or for a number: two edits per word cost the index 3-5 times as much), or
+    None when ``text`` has no word the index keeps. The KG's entities are asked for by the ``isorag_kg`` field (the
+    caller filters by the exact KG name too: the analyzer lower-cases it)."""
     words = [w for w in fold_name(text).split() if w not in LUCENE_STOPWORDS][:MAX_QUERY_TERMS]
     if not words:
         return None

@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
 __all__ = ["Candidate", "LinkModel", "LinkedTopic", "MASK", "MAX_SPAN", "MAX_SPANS", "candidates",
-           "exact_candidates", "link_candidates", "unknown_names", "fit_link_model", "mask", "spans", "unbracket", "word_ngrams"]
+           "exact_candidates", "link_candidates", "unknown_names", "fit_link_model", "mask", "spans", "unbracket",
+           "word_ngrams"]
 
 #: longest span (in words) looked up as a name
 MAX_SPAN = 10
@@ -343,7 +344,8 @@ class LinkModel:
     """The learned acceptance of candidates: logistic weights over :data:`FEATURES` and the template rates (the
     share of training questions whose text outside the topic holds the span)."""
 
-    def __init__(self, weights: Sequence[float] | np.ndarray, template_rate: Mapping[str, float], max_topics: int = 1) -> None:
+    def __init__(self, weights: Sequence[float] | np.ndarray, template_rate: Mapping[str, float],
+                 max_topics: int = 1) -> None:
         self.weights = np.asarray(weights, dtype=np.float64)
         self.template_rate = dict(template_rate)
         self.max_topics = max_topics
@@ -424,8 +426,9 @@ def _topic(c: Candidate, p: float) -> LinkedTopic:
     return LinkedTopic(c.mention, c.name, c.eids, p, c.start, c.end, c.matched or c.name, c.how, c.alias)
 
 
-def fit_link_model(examples: Sequence[tuple[str, Sequence[Candidate], Sequence[str]]], template_rate: Mapping[str, float],
-                   max_topics: int, *, epochs: int = 300, l2: float = 1e-3) -> LinkModel:
+def fit_link_model(examples: Sequence[tuple[str, Sequence[Candidate], Sequence[str]]],
+                   template_rate: Mapping[str, float], max_topics: int, *, epochs: int = 300,
+                   l2: float = 1e-3) -> LinkModel:
     """The acceptance fitted on ``(text, candidates, gold topic names)``: a candidate is positive when its name or
     mention is a gold topic (normalized)."""
     import torch

@@ -2,8 +2,8 @@
 
 :class:`ScoringService` works on a scorer checkpoint and the stores it was given. Given anchors (the
 entities of the matched subgraphs) or, when there are none, the entities linked from the question
-(:meth:`ScoringService.link`, through the engine's one linker, :mod:`engine.linking.text`), it fetches their neighbourhood from
-Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
+(:meth:`ScoringService.link`, through the engine's one linker, :mod:`engine.linking.text`), it fetches their
+neighbourhood from Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
 clamped to ``[k_min, k_max]`` and returns a :class:`ScoringResult`: the triples with their confidences, the
 answer candidates extracted from them (:mod:`engine.scoring.extract`), the neighbourhood report and timings.
 

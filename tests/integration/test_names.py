@@ -5,7 +5,6 @@ resolve; vector searches past Milvus' limit are split."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np

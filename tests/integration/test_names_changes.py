@@ -118,7 +118,7 @@ class AliasMachine(RuleBasedStateMachine):
         want = {k: v for k, v in self.model.items() if v}
         assert aliases_in_neo4j(eng) == want
         assert alias_rows_in_milvus(eng) == {alias_id(kg, entity_id(kg, k), a) for k, v in want.items() for a in v}
-        for k, v in want.items():
+        for v in want.values():
             res = eng.retrieve(Pattern.from_triples([(v[-1], "directed_by", "UNKNOWN 1")]), k=1)
             # an alias two entities share reaches one of them (found by hypothesis: "Big Fish" for Heat and Jaws)
             holders = {key for key, names in want.items() if v[-1] in names}

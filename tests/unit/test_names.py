@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.linking.names import (ARTICLE_COST, LUCENE_STOPWORDS, SPELLING_SCALE, fold_name, fulltext_query, how_matched,
-                                  node_distance, normalize_name, spelling_distance, spelling_distances, strip_article)
+from engine.linking.names import (ARTICLE_COST, LUCENE_STOPWORDS, SPELLING_SCALE, fold_name, fulltext_query,
+                                  how_matched, node_distance, normalize_name, spelling_distance, spelling_distances,
+                                  strip_article)
 from engine.linking.text import MAX_SPANS, Candidate, _nesting, spans
 from loaders import open_source
 from loaders._model import EntityRecord, TripleRecord

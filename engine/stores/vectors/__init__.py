@@ -47,9 +47,9 @@ from __future__ import annotations
 
 from engine._secrets import mask_uri
 
-from ._common import (ALIASES, ALL_KINDS, BATCH, CONNECT_TIMEOUT, DATA_TIMEOUT, DDL_TIMEOUT, DEFAULT_INDEX, EF_MAX, INDEX_TIMEOUT, KINDS,
-                      LITE_INDEX, LOAD_TIMEOUT, QUERY_BATCH, SEARCH_TIMEOUT, TOPK_MAX, collection_name, fit_varchar,
-                      slug)
+from ._common import (ALIASES, ALL_KINDS, BATCH, CONNECT_TIMEOUT, DATA_TIMEOUT, DDL_TIMEOUT, DEFAULT_INDEX, EF_MAX,
+                      INDEX_TIMEOUT, KINDS, LITE_INDEX, LOAD_TIMEOUT, QUERY_BATCH, SEARCH_TIMEOUT, TOPK_MAX,
+                      collection_name, fit_varchar, slug)
 from ._writes import Writes
 
 
@@ -97,7 +97,8 @@ class VectorStore(Writes):
 
 
 __all__ = [
-    "VectorStore", "KINDS", "ALIASES", "ALL_KINDS", "collection_name", "fit_varchar", "slug", "BATCH", "QUERY_BATCH", "TOPK_MAX", "EF_MAX",
+    "VectorStore", "KINDS", "ALIASES", "ALL_KINDS", "collection_name", "fit_varchar", "slug", "BATCH", "QUERY_BATCH",
+    "TOPK_MAX", "EF_MAX",
     "DEFAULT_INDEX", "LITE_INDEX", "CONNECT_TIMEOUT", "DDL_TIMEOUT", "DATA_TIMEOUT", "SEARCH_TIMEOUT", "LOAD_TIMEOUT",
     "INDEX_TIMEOUT",
 ]

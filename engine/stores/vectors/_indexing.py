@@ -11,7 +11,7 @@ from typing import Any
 from engine._errors import StoreError
 
 from ._collections import Collections
-from ._common import DATA_TIMEOUT, DDL_TIMEOUT, INDEX_TIMEOUT, KINDS, LOAD_TIMEOUT, VECTOR_FIELD, VECTOR_INDEX
+from ._common import DATA_TIMEOUT, DDL_TIMEOUT, INDEX_TIMEOUT, LOAD_TIMEOUT, VECTOR_FIELD, VECTOR_INDEX
 
 
 class Indexing(Collections):
