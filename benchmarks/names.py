@@ -44,11 +44,12 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401
-from _common import ROOT, emit, start_servers
+import _common  # noqa: F401 - sys.path and the environment, on import
+from _common import DATA as _DATA
+from _common import ROOT, emit, parse_args, start_servers
 from _common import percentile as _percentile
 
-DATA = ROOT.parent / "shared" / "data" / "metaqa"
+DATA = _DATA / "metaqa"
 DEMO = ROOT / "engine" / "data" / "demo"
 KINDS = ("drop", "double", "neighbour", "swap", "lower", "article", "diacritics")
 STAGES = ("embed", "vector", "names", "graph", "total")
@@ -400,16 +401,13 @@ def main() -> None:
     ap.add_argument("--questions", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--claims", type=int, default=300, help="claims made (three per 1-hop question)")
     ap.add_argument("--aliases", type=int, default=100, help="films of the alias KG")
-    ap.add_argument("--smoke", action="store_true", help="the demo KG, a few questions a hop (under a minute)")
-    args = ap.parse_args()
+    # --smoke: the demo KG, a few questions a hop (under a minute)
+    args = parse_args(ap, {"limit": 4, "claims": 12, "aliases": 8, "kg": "names_smoke"})
     if args.baseline_only:  # the other checkout's engine, not this one's (_common put this checkout first)
         sys.path.insert(0, str(Path(args.baseline_only).resolve()))
         run_baseline(args)
         return
-    if args.smoke:
-        args.limit = args.limit or 4
-        args.claims, args.aliases = min(args.claims, 12), min(args.aliases, 8)
-    kg = args.kg or ("names_smoke" if args.smoke else "names_metaqa")
+    kg = args.kg or "names_metaqa"
     args.kg = kg
     if args.smoke:
         qs = demo_questions(args.limit)
