@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ARTICLES", "ARTICLE_COST", "HOW", "NameMatch", "SPELLING_SCALE", "fold_name", "fulltext_query",
-           "how_matched", "node_distance", "normalize_name", "spelling_distance", "spelling_distances",
+           "how_matched", "node_distance", "normalize_name", "query_words", "spelling_distance", "spelling_distances",
            "strip_article"]
 
 #: one unit of spelling distance (an edit per character of the name) costs this much GSD. Measured with MiniLM on
@@ -51,6 +51,8 @@ ARTICLES = ("the", "a", "an")
 HOW = ("exact", "normalized", "spelling", "meaning")
 
 _NON_WORD = re.compile(r"[\W_]+")
+#: a word as the full-text index's analyzer keeps it: letters and digits, an apostrophe inside ("o'brien" is one word)
+_INDEX_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 #: Lucene's English stop words: the full-text index's analyzer drops them (a query of only these finds nothing)
 LUCENE_STOPWORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the "
                              "their then there these they this to was will with".split())
@@ -160,15 +162,27 @@ def _fuzzy(term: str) -> str:
     return f"{term}~1"
 
 
+def query_words(text: str) -> list[str]:
+    """The words of ``text`` that the full-text index keeps, as it keeps them: case-folded, without diacritics,
+    split at punctuation except an apostrophe inside a word ("O'Brien" -> ``o'brien``: the index holds it so, and
+    its parts ``o`` and ``brien`` find nothing of it), without stop words."""
+    t = unicodedata.normalize("NFKD", text)
+    t = "".join(c for c in t if not unicodedata.combining(c)).casefold().replace("\u2019", "'")
+    return [w for w in _INDEX_WORD.findall(t) if w not in LUCENE_STOPWORDS]
+
+
 def fulltext_query(text: str, kg: str) -> str | None:
-    """The Lucene query that finds the names and aliases spelled like ``text`` in KG ``kg`` (each word of it with
-    one fuzzy edit, none up to 2 letters or for a number: two edits per word cost the index 3-5 times as much), or
-    None when ``text`` has no word the index keeps. The KG's entities are asked for by the ``isorag_kg`` field (the
-    caller filters by the exact KG name too: the analyzer lower-cases it)."""
-    words = [w for w in fold_name(text).split() if w not in LUCENE_STOPWORDS][:MAX_QUERY_TERMS]
+    """The Lucene query that finds the names and aliases spelled like ``text`` in KG ``kg`` (each word of it as
+    written and with one fuzzy edit, none up to 2 letters or for a number: two edits per word cost the index 3-5
+    times as much), or None when ``text`` has no word the index keeps (:func:`query_words`). A word as written
+    scores by its rarity (a rare surname over "what" or "star"); its fuzzy edits score alike whatever their
+    rarity, so without it the index's first hits for a question are the names nearest its common words. The KG's
+    entities are asked for by the ``isorag_kg`` field (the caller filters by the exact KG name too: the analyzer
+    lower-cases it)."""
+    words = query_words(text)[:MAX_QUERY_TERMS]
     if not words:
         return None
-    terms = " ".join(_fuzzy(w) for w in words)
+    terms = " ".join([*words, *(f for f in map(_fuzzy, words) if f not in words)])
     names = f"isorag_name:({terms}) isorag_aliases:({terms})"
     kg_term = kg.lower()
     if kg_term in LUCENE_STOPWORDS:

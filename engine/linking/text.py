@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.linking.names import (LUCENE_STOPWORDS, MAX_QUERY_TERMS, SPELLING_SCALE, fold_name, normalize_name,
-                                  spelling_distances)
+                                  query_words, spelling_distances)
 from engine.linking.search import EntityNames, lookup_names
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -171,7 +171,7 @@ class LinkedTopic:
 
 def _chunks(text: str) -> list[str]:
     """The text's words the full-text index keeps, in queries of at most MAX_QUERY_TERMS words."""
-    words = [w for w in fold_name(text).split() if w not in LUCENE_STOPWORDS]
+    words = query_words(text)
     return [" ".join(words[i:i + MAX_QUERY_TERMS]) for i in range(0, len(words), MAX_QUERY_TERMS)]
 
 
