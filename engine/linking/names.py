@@ -172,17 +172,17 @@ def query_words(text: str) -> list[str]:
 
 
 def fulltext_query(text: str, kg: str) -> str | None:
-    """The Lucene query that finds the names and aliases spelled like ``text`` in KG ``kg`` (each word of it as
-    written and with one fuzzy edit, none up to 2 letters or for a number: two edits per word cost the index 3-5
-    times as much), or None when ``text`` has no word the index keeps (:func:`query_words`). A word as written
-    scores by its rarity (a rare surname over "what" or "star"); its fuzzy edits score alike whatever their
-    rarity, so without it the index's first hits for a question are the names nearest its common words. The KG's
+    """The Lucene query that finds the names and aliases spelled like ``text`` in KG ``kg`` (each word of it with
+    one fuzzy edit, none up to 2 letters or for a number: two edits per word cost the index 3-5 times as much), or
+    None when ``text`` has no word the index keeps (:func:`query_words`). Each word is asked with its edits only:
+    asked as written too, the question's common words ("what", "film") found exactly outrank a misspelled name's
+    near spellings (MetaQA: "Somre" no longer found "Sombre" among a question's first 64 hits). The KG's
     entities are asked for by the ``isorag_kg`` field (the caller filters by the exact KG name too: the analyzer
     lower-cases it)."""
     words = query_words(text)[:MAX_QUERY_TERMS]
     if not words:
         return None
-    terms = " ".join([*words, *(f for f in map(_fuzzy, words) if f not in words)])
+    terms = " ".join(_fuzzy(w) for w in words)
     names = f"isorag_name:({terms}) isorag_aliases:({terms})"
     kg_term = kg.lower()
     if kg_term in LUCENE_STOPWORDS:
