@@ -1,13 +1,18 @@
 """The learned-pattern benchmark shared by metaqa.py and pathquestion.py (``--pattern learned``).
 
-Train the KG's pattern generator on the training questions (their gold patterns as templates), then answer each test
+Train the KG's pattern generator on the training questions, ``--train-from``: ``gold`` (their gold patterns as
+templates), ``qa`` (question-answer pairs alone: the relation paths are found in the KG and chosen across the
+training set) or ``synth`` (no question of the data set at all: ``isorag synth``'s questions about the KG, several
+wordings each), then answer each test
 question in plain text through ``Engine.ask(route="learned")`` with no LLM, and the same question with its gold
 pattern through ``Engine.ask(pattern=...)`` (the same pipeline: what the learned path adds, ``learned_added_p50_ms``)
 and ``Engine.retrieve``. Per hop: linking accuracy, pattern accuracy (the top pattern's template equals
 the gold one), Hits@1 / Hits@3 of both; p50 / p95 per stage (link, generate, embed, vector, graph, total). Then
 the router with the scripted test LLM (tests/helpers/llm_server.py, answering each pattern prompt with the gold
 pattern): the share of questions it sends to the LLM at the generator's calibrated threshold and the Hits@1 of the
-learned answers it keeps.
+learned answers it keeps. With ``unanswerable`` (questions the KG cannot answer, written for the benchmark):
+the share of them that get an entity as the answer without an LLM (``route="auto"``), and the share the router
+sends to the scripted LLM, beside the share of answerable questions it sends.
 """
 
 from __future__ import annotations
@@ -38,19 +43,46 @@ def forget(eng: Any, text: str) -> None:
     eng.retriever.forget_text(text)
 
 
+def synth_records(eng: Any, n: int, shapes: list[str], seed: int, name: str) -> list[Any]:
+    """``isorag synth``'s questions about the KG (no LLM), every wording a training record, as a user sets up a KG
+    with no questions of its own: ``isorag synth --out F`` then ``isorag train-generator --qa F``."""
+    from engine.evaluation.synth import Synthesizer, write_jsonl
+    from engine.learned.train import read_records
+
+    t0 = time.perf_counter()
+    syn = Synthesizer(eng.graph, seed=seed)
+    recs = list(syn.generate(n, shapes))
+    path = RESULTS / f"synth_{name}.jsonl"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    write_jsonl(recs, path)
+    records = read_records(path)
+    print(f"synth: {len(recs):,} samples ({', '.join(shapes)}), {len(records):,} wordings in "
+          f"{time.perf_counter() - t0:.1f} s; dropped {syn.dropped}", flush=True)
+    return records
+
+
+def training_records(train: list[dict[str, Any]], train_from: str) -> list[Any]:
+    """The training records of ``train`` items: with their gold patterns (``gold``) or without (``qa``)."""
+    from engine.learned.train import make_record
+
+    return [make_record(q["question"], None if "[" in q["question"] else [q["topic"]], q["answers"],
+                        q["gold"] if train_from == "gold" else None) for q in train]
+
+
 def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]], *, name: str, k: int,
-                seed: int, router: bool = True, progress: bool = True) -> dict[str, Any]:
+                seed: int, router: bool = True, progress: bool = True, train_from: str = "gold",
+                records: list[Any] | None = None, unanswerable: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``train`` / ``test`` items: ``{"question" (with [brackets] around the topic where the data has them),
-    "text" (plain), "topic", "answers", "gold" (Pattern), "hop"}``."""
+    "text" (plain), "topic", "answers", "gold" (Pattern), "hop"}``; ``records``: the training records when they
+    do not come from ``train`` (``--train-from synth``)."""
     from tqdm import tqdm
 
     from engine.learned.templates import Template
-    from engine.learned.train import GeneratorSettings, make_record
+    from engine.learned.train import GeneratorSettings
     from engine.retrieval.retriever import normalize_name
 
     out = RESULTS / f"generator_{name}.pt"
-    records = [make_record(q["question"], None if "[" in q["question"] else [q["topic"]], q["answers"], q["gold"])
-               for q in train]
+    records = records if records is not None else training_records(train, train_from)
     t0 = time.perf_counter()
     trained = eng.train_generator(records, out=out, settings=GeneratorSettings(seed=seed), progress=progress)
     train_s = time.perf_counter() - t0
@@ -115,21 +147,56 @@ def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]
         "gold_p50_ms": {s: round(percentile(v, 50), 2) for s, v in gold_stages.items()},
         "gold_ask_p50_ms": round(percentile(given_total, 50), 2),
         "learned_added_p50_ms": round(percentile(added, 50), 2),
-        "generator": {"train_s": round(train_s, 1), "templates": trained.templates, "threshold": round(threshold, 4),
+        "generator": {"train_from": train_from, "train_records": len(records), "train_s": round(train_s, 1),
+                      "templates": trained.templates, "threshold": round(threshold, 4),
+                      "calibration": trained.calibration, "paths_chosen": trained.paths_chosen,
                       "seed": seed, "heldout_linking_acc": trained.linking_acc,
                       "heldout_pattern_acc": trained.pattern_acc},
     }
     keep = [h for p, h in kept if p >= threshold]
     result["router_offline"] = {"threshold": round(threshold, 4),
                                 "share_to_llm": round(1 - len(keep) / max(len(kept), 1), 4),
-                                "hits1_kept": round(sum(keep) / max(len(keep), 1), 4)}
+                                "hits1_kept": round(sum(keep) / max(len(keep), 1), 4),
+                                # no LLM: a question under the threshold is not answered (a miss here)
+                                "hits1_no_llm": round(sum(keep) / max(len(kept), 1), 4)}
+    if unanswerable:
+        result["unanswerable"] = run_unanswerable(eng, unanswerable, k=k, progress=progress)
     if router:
-        result["router"] = run_router(eng, test, k=k, progress=progress)
+        result["router"] = run_router(eng, test, k=k, progress=progress, unanswerable=unanswerable)
+        if unanswerable:
+            result["unanswerable"]["to_llm_share"] = result["router"]["unanswerable_to_llm_share"]
+            result["unanswerable"]["answerable_to_llm_share"] = result["router"]["share_to_llm"]
     return result
 
 
-def run_router(eng: Any, test: list[dict[str, Any]], *, k: int, progress: bool) -> dict[str, Any]:
-    """``route="auto"`` with the scripted test LLM, which writes each pattern it is asked for as the gold one."""
+def run_unanswerable(eng: Any, items: list[dict[str, Any]], *, k: int, progress: bool) -> dict[str, Any]:
+    """Questions the KG cannot answer, asked with no LLM (``route="auto"``): how many get an entity as the
+    answer, and why the others were not answered."""
+    from collections import Counter
+
+    from tqdm import tqdm
+
+    answered, why = 0, Counter()
+    examples = []
+    for q in tqdm(items, desc="unanswerable (no LLM)", unit="q", disable=not progress):
+        ans = eng.ask(q["question"], k=k, route="auto", raise_errors=False)
+        if ans.answers and ans.answer_source != "none":
+            answered += 1
+            if len(examples) < 10:
+                examples.append([q["question"], ans.answers[0].entity.name, round(ans.pattern_probability or 0, 3)])
+        else:
+            reason = (ans.proposal.why if ans.proposal is not None and ans.proposal.why else
+                      "under the threshold" if ans.proposal is not None and ans.proposal.beam else "other")
+            why[reason.split(" of ")[0] if reason.startswith("no learned pattern fits") else reason] += 1
+    n = max(len(items), 1)
+    return {"questions": len(items), "answered_wrong_share": round(answered / n, 4), "not_answered": dict(why),
+            "answered_examples": examples}
+
+
+def run_router(eng: Any, test: list[dict[str, Any]], *, k: int, progress: bool,
+               unanswerable: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``route="auto"`` with the scripted test LLM, which writes each pattern it is asked for as the gold one (for
+    a question the KG cannot answer, a pattern with the relation it asks about)."""
     from tqdm import tqdm
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -162,10 +229,19 @@ def run_router(eng: Any, test: list[dict[str, Any]], *, k: int, progress: bool) 
                 learned += 1
                 learned_hits += h1
         n = max(len(test), 1)
-        return {"questions": len(test), "share_to_llm": round(sent / n, 4),
-                "hits1_learned_kept": round(learned_hits / max(learned, 1), 4),
-                "hits1_llm_gold_patterns": round(llm_hits / max(sent, 1), 4),
-                "hits1_overall": round((learned_hits + llm_hits) / n, 4)}
+        out = {"questions": len(test), "share_to_llm": round(sent / n, 4),
+               "hits1_learned_kept": round(learned_hits / max(learned, 1), 4),
+               "hits1_llm_gold_patterns": round(llm_hits / max(sent, 1), 4),
+               "hits1_overall": round((learned_hits + llm_hits) / n, 4)}
+        if unanswerable:
+            to_llm = 0
+            for q in tqdm(unanswerable, desc="router, unanswerable", unit="q", disable=not progress):
+                state["gold"] = {"triples": [[q["topic"], q.get("asks", "unknown"), "UNKNOWN 1"]]}
+                before = len(server.requests)
+                eng.ask(q["question"], k=k, route="auto", raise_errors=False)
+                to_llm += len(server.requests) > before
+            out["unanswerable_to_llm_share"] = round(to_llm / max(len(unanswerable), 1), 4)
+        return out
     finally:
         eng.llm = False
         server.stop()
@@ -191,8 +267,17 @@ def print_summary(result: dict[str, Any]) -> None:
     print(f"the same questions with their gold patterns given, through the same Engine.ask: p50 "
           f"{result['gold_ask_p50_ms']} ms; the learned path adds {result['learned_added_p50_ms']} ms (p50 of the "
           f"per-question difference)")
+    print(f"generator: {result['generator']}")
+    print(f"router without an LLM: {result['router_offline']}")
+    if "unanswerable" in result:
+        print(f"unanswerable: {result['unanswerable']}")
     if "router" in result:
         print(f"router: {result['router']}")
 
 
-__all__ = ["run_learned", "run_router", "split", "print_summary", "replace", "Path"]
+def read_unanswerable(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+__all__ = ["run_learned", "run_router", "run_unanswerable", "read_unanswerable", "split", "print_summary",
+           "synth_records", "training_records", "replace", "Path"]

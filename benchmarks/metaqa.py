@@ -1,15 +1,25 @@
 """MetaQA retrieval benchmark (SimGRAG's setting: k(n) = k(r) = 16, k = 3).
 
     python benchmarks/metaqa.py --split dev --hops 1,2,3 --pattern gold [--limit N] [--oracle]
-    python benchmarks/metaqa.py --pattern learned [--limit N] [--split test --data DIR] [--no-router]
-    python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, KG dropped after
+    python benchmarks/metaqa.py --pattern learned [--train-from gold|qa|synth] [--limit N] [--split test --data DIR]
+                                [--no-router] [--unanswerable FILE] [--smoke]
+    python benchmarks/metaqa.py --graph replica,statement,expand [--limit N] [--oracle]
+    python benchmarks/metaqa.py --smoke     # 4 demo questions a hop on a few hundred demo triples, every graph
+                                            # path and the oracle, KG dropped after
 
-``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (its gold
-patterns from the question types) and answers the other 20% (``--split test``: trained on the whole dev split,
+``--pattern learned``: no gold pattern and no LLM. The pattern generator is trained on 80% of dev (``--train-from
+gold``: its gold patterns from the question types; ``qa``: the question-answer pairs alone, relation paths found
+in the KG; ``synth``: no MetaQA question at all, ``--synth-n`` samples of ``isorag synth`` on the KG, several
+wordings each) and answers the other 20% (``--split test``: trained on the whole dev split,
 tested on ``qa_test.txt`` with its ``qa_test_qtype.txt`` from ``--data DIR``) as plain text, brackets removed;
 the same questions are answered with their gold patterns, and the router is measured with the scripted test LLM
 (benchmarks/_learned.py). The last line then has ``hits1``, ``hits1_gold``, ``linking_acc``, ``pattern_acc`` per
-hop and ``p50_ms`` per stage (link, generate, embed, vector, graph, total).
+hop and ``p50_ms`` per stage (link, generate, embed, vector, graph, total), and ``unanswerable``: the 200 questions
+of ``benchmarks/data/metaqa_unanswerable.jsonl``, which the KG cannot answer (written for this benchmark: budgets,
+composers, birthplaces...), asked without an LLM (``answered_wrong_share``: how many got an entity as the answer)
+and through the router with the scripted LLM (``to_llm_share``, beside ``answerable_to_llm_share``).
+``--smoke``: a KG of a few hundred triples cut from the demo KB around 40 demo questions a hop (1 and 2 hops),
+20 unanswerable questions, under a minute on a fresh machine.
 
 For each question the gold pattern is built from its question type (qa_*_qtype.txt) and topic entity; the
 top-ranked answer entity of ``Engine.retrieve`` is checked against the gold answers (Hits@1), and the top-3
@@ -24,15 +34,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA as _DATA
-from _common import drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_metaqa, start_servers
+from _common import (DEMO, ROOT, drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_dir, smoke_metaqa,
+                     start_servers)
 
 DATA = _DATA / "metaqa"
+UNANSWERABLE = ROOT / "benchmarks" / "data" / "metaqa_unanswerable.jsonl"
 
 
 def read_questions(hop: int, split: str, limit: int | None, data: Path = DATA) -> list[dict[str, Any]]:
@@ -86,6 +99,13 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA), help="MetaQA folder ({1,2,3}-hop/qa_<split>.txt and its qtypes)")
     ap.add_argument("--seed", type=int, default=42, help="--pattern learned: the split's and the training's seed")
     ap.add_argument("--no-router", action="store_true", help="--pattern learned: skip the router measurement")
+    ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold",
+                    help="--pattern learned: gold patterns, question-answer pairs alone, or synth's questions alone")
+    ap.add_argument("--synth-n", type=int, default=6000, help="--train-from synth: samples of isorag synth")
+    ap.add_argument("--synth-shapes", default="path1,path2,path3", help="--train-from synth: isorag synth --shapes")
+    ap.add_argument("--unanswerable", default=str(UNANSWERABLE),
+                    help="--pattern learned: questions the KG cannot answer (JSON Lines: question, topic, asks); "
+                         "'' for none")
     ap.add_argument("--limit", type=int, default=None, help="first N questions per hop")
     ap.add_argument("--kg", default="metaqa")
     ap.add_argument("--kb", default=str(DATA / "kb.txt"))
@@ -101,19 +121,33 @@ def main() -> None:
     ap.add_argument("--oracle", action="store_true", help="also run the exhaustive oracle (agreement, speedup)")
     ap.add_argument("--misses", default=None,
                     help="write every Hits@1 miss (question, gold, answers) to this JSON Lines file")
-    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()), "kb": lambda a: str(smoke_metaqa() / "kb.txt"),
-                           "kg": "bench_smoke_metaqa", "limit": 4})
+    ap.add_argument("--graph", default="auto",
+                    help="comma list of graph paths to run the same questions through in one run: replica, "
+                         "statement, expand, auto (e.g. replica,statement,expand), and <path>+embed for a path whose "
+                         "named nodes are embedded even where they are exact entity names (no stored vectors); the "
+                         "last line has paths: {name: {hits1, p50_ms, p95_ms}} and the ratios of each to expand")
+    # a learned smoke run trains on 40 demo questions a hop (1 and 2 hops) on the demo triples around them
+
+    def learned(a: argparse.Namespace) -> bool:
+        return bool(a.pattern == "learned")
+
+    args = parse_args(ap, {"data": lambda a: str(smoke_metaqa()),
+                           "kb": lambda a: str(smoke_kb(smoke_dir() / "kb.txt") if learned(a)
+                                               else smoke_metaqa() / "kb.txt"),
+                           "hops": lambda a: "1,2" if learned(a) else a.hops,
+                           "kg": lambda a: "bench_smoke_metaqa_learned" if learned(a) else "bench_smoke_metaqa",
+                           "limit": 4, "oracle": lambda a: not learned(a),
+                           "graph": lambda a: a.graph if learned(a) else "replica,statement,expand"})
 
     from engine.datasets.metaqa import gold_pattern
 
     neo, mil = start_servers()
-    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine import Engine
+    from engine import Engine, EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
 
     cfg = EngineConfig(kg=args.kg, neo4j=Neo4jSettings.from_env(uri=neo), milvus=MilvusSettings(uri=mil),
                        match=MatchSettings(k_node=args.k_node, k_rel=args.k_rel, k=args.k,
                                          injective="none" if args.homomorphic else args.injective))
-    eng = Engine(cfg)
+    eng = Engine(cfg, llm=False if args.pattern == "learned" else None)
     st = eng.graph.stats()
     if st["entities"] == 0 or not eng.stats()["agree"]:
         print(f"loading {args.kb} into KG {args.kg!r} ...", flush=True)
@@ -126,36 +160,93 @@ def main() -> None:
         if llm is None:
             raise SystemExit("--pattern llm needs an LLM endpoint: set ISORAG_LLM_BASE_URL and ISORAG_LLM_MODEL")
     # warm-up: model, connections, caches
-    eng.retrieve(gold_pattern("movie_to_director", "Inception"))
     if args.pattern == "learned":
+        eng.retrieve(gold_pattern("movie_to_director", "Inception"))
         run_learned_mode(eng, args)
         return
 
-    hits1: dict[str, float] = {}
-    hits3: dict[str, float] = {}
-    per_stage: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
-    oracle_agree, oracle_n, oracle_ms, matcher_ms = 0, 0, [], []
-    n_total, t_all = 0, 0.0
+    if args.pattern == "llm":
+        run_llm_mode(eng, cfg, args, llm)
+        return
+    paths = [g.strip() for g in args.graph.split(",") if g.strip()]
+    warm_up(eng, args, paths)
+    run_paths(eng, cfg, args, paths)
+
+
+def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
+    """The model, connections and caches warm, the replica built (and timed), and each question type's statements
+    planned once on every path, before anything is measured."""
+    from engine.datasets.metaqa import gold_pattern
+
+    t0 = time.perf_counter()
+    topic = read_questions(1, args.split, 1, Path(args.data))[0]["topic"]
+    first = eng.retrieve(gold_pattern("movie_to_director", topic), graph="replica")
+    print(f"replica ready in {time.perf_counter() - t0:.2f} s: {first.stats['replica']}", flush=True)
+    seen: set[str] = set()
+    for hop in [int(h) for h in args.hops.split(",")]:
+        for q in read_questions(hop, args.split, None, Path(args.data)):
+            if q["qtype"] not in seen:
+                seen.add(q["qtype"])
+                for p in paths:
+                    eng.retrieve(gold_pattern(q["qtype"], q["topic"]), k=args.k, graph=p.split("+")[0])
+
+
+def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) -> None:
+    """Gold patterns through each graph path in one run: per question, every path in turn (the order rotating, the
+    question's node texts embedded anew for each, as a new question would be), so that drift hits all alike."""
+    from engine.datasets.metaqa import gold_pattern
+
+    from engine.retrieval.pattern import Pattern
+
+    stages = ("version", "embed", "vector", "graph", "total")
+    per: dict[str, dict[str, list[float]]] = {p: {s: [] for s in stages} for p in paths}
+    served: dict[str, dict[str, int]] = {p: {} for p in paths}
+    queries: dict[str, list[int]] = {p: [] for p in paths}
+    hits1: dict[str, dict[str, float]] = {p: {} for p in paths}
+    hits3: dict[str, dict[str, float]] = {p: {} for p in paths}
+    agree: dict[str, int] = {p: 0 for p in paths}
+    same_as_first: dict[str, int] = {p: 0 for p in paths}
+    oracle_n, oracle_ms = 0, []
     counts: dict[str, int] = {}
     ceiling: dict[str, float] = {}
     tie_ceiling: dict[str, float] = {}
     misses = open(args.misses, "w", encoding="utf-8") if args.misses else None
+    n_total, t_all, turn = 0, 0.0, 0
     for hop in [int(h) for h in args.hops.split(",")]:
         qs = read_questions(hop, args.split, args.limit, Path(args.data))
-        h1 = h3 = 0
+        h1 = {p: 0 for p in paths}
+        h3 = {p: 0 for p in paths}
         for q in qs:
-            pattern = gold_pattern(q["qtype"], q["topic"])
-            t0 = time.perf_counter()
-            if llm is not None:
-                res = eng.ask(q["question"].replace("[", "").replace("]", ""), k=args.k).retrieval
-            else:
-                res = eng.retrieve(pattern, k=args.k)
-            t_all += time.perf_counter() - t0
-            for stage in per_stage:
-                per_stage[stage].append(res.timings.get(stage, 0.0))
+            pattern = Pattern.from_json(gold_pattern(q["qtype"], q["topic"]))
+            texts = [n.text for n in pattern.known_nodes if n.text]
+            got: dict[str, Any] = {}
+            order = paths[turn % len(paths):] + paths[:turn % len(paths)]
+            turn += 1
+            for p in order:
+                eng.retriever.forget_text(*texts)
+                # "<path>+embed": the named nodes embedded even where they are entities' exact names
+                eng.retriever.name_vectors = not p.endswith("+embed")
+                t0 = time.perf_counter()
+                res = eng.retrieve(pattern, k=args.k, graph=p.split("+")[0])
+                t_all += time.perf_counter() - t0
+                got[p] = res
             gold = {norm(a) for a in q["answers"]}
+            for p in paths:
+                res = got[p]
+                for stage in stages:
+                    per[p][stage].append(res.timings.get(stage, 0.0))
+                via = res.stats.get("graph_path", "?")
+                served[p][via] = served[p].get(via, 0) + 1
+                queries[p].append(res.stats.get("queries", 0))
+                names = [norm(a.entity.name) for a in res.answers]
+                h1[p] += bool(names) and names[0] in gold
+                h3[p] += any(n in gold for n in names[:3])
+                first = got[paths[0]]
+                same_as_first[p] += [(round(x.gsd, 6), sorted((k, e.eid) for k, e in x.mapping.items()))
+                                     for x in res.subgraphs] == \
+                    [(round(x.gsd, 6), sorted((k, e.eid) for k, e in x.mapping.items())) for x in first.subgraphs]
+            res = got[paths[0]]
             names = [norm(a.entity.name) for a in res.answers]
-            h1 += bool(names) and names[0] in gold
             if misses is not None and not (names and names[0] in gold):
                 misses.write(json.dumps({
                     "hop": hop, "qtype": q["qtype"], "question": q["question"], "gold": sorted(gold)[:20],
@@ -163,50 +254,66 @@ def main() -> None:
                     "gsd": [round(s.gsd, 4) for s in res.subgraphs],
                     "subgraphs": [[list(t.as_tuple()) for t in s.triples] for s in res.subgraphs[:3]],
                 }) + "\n")
-            h3 += any(n in gold for n in names[:3])
             if args.oracle:
-                from engine.retrieval.matcher import Matcher
                 from engine.retrieval.oracle import oracle_matches
 
-                pat = res.pattern
-                cands = eng.retriever.candidates(pat, cfg.match, {})
-                t1 = time.perf_counter()
-                got, _ = Matcher(eng.graph, cfg.match).top_k(pat, cands, args.k)
+                cands = eng.retriever.candidates(res.pattern, cfg.match, {})
                 t2 = time.perf_counter()
-                want = oracle_matches(eng.graph, pat, cands, limit=args.k, injective=cfg.match.injective,
+                want = oracle_matches(eng.graph, res.pattern, cands, limit=args.k, injective=cfg.match.injective,
                                       directed=cfg.match.directed)
-                t3 = time.perf_counter()
-                matcher_ms.append((t2 - t1) * 1000)
-                oracle_ms.append((t3 - t2) * 1000)
+                oracle_ms.append((time.perf_counter() - t2) * 1000)
                 oracle_n += 1
-                oracle_agree += [round(m.gsd, 6) for m in got] == [round(m.gsd, 6) for m in want]
+                for p in paths:
+                    agree[p] += [round(s.gsd, 6) for s in got[p].subgraphs] == [round(m.gsd, 6) for m in want]
         n = max(len(qs), 1)
-        hits1[str(hop)] = round(h1 / n, 4)
-        hits3[str(hop)] = round(h3 / n, 4)
+        for p in paths:
+            hits1[p][str(hop)] = round(h1[p] / n, 4)
+            hits3[p][str(hop)] = round(h3[p] / n, 4)
         reach, ties = path_ceilings(args.kb, qs)
         ceiling[str(hop)] = round(reach, 4)
         tie_ceiling[str(hop)] = round(ties, 4)
         counts[str(hop)] = len(qs)
         n_total += len(qs)
-        print(f"{hop}-hop: {len(qs)} questions  Hits@1 {h1 / n:.4f}  Hits@3 {h3 / n:.4f}  "
-              f"(on this KB the gold path reaches an answer for {ceiling[str(hop)]:.4f}; a random pick among "
-              f"its answers hits {tie_ceiling[str(hop)]:.4f})", flush=True)
-    p50 = {k: round(percentile(v, 50), 2) for k, v in per_stage.items()}
-    p95 = {k: round(percentile(v, 95), 2) for k, v in per_stage.items()}
-    print(f"latency p50 (ms): {p50}\nlatency p95 (ms): {p95}")
+        print(f"{hop}-hop: {len(qs)} questions  " + "  ".join(
+            f"{p}: Hits@1 {hits1[p][str(hop)]:.4f} Hits@3 {hits3[p][str(hop)]:.4f}" for p in paths)
+            + f"  (gold path reaches an answer for {ceiling[str(hop)]:.4f}; a random pick among its answers hits "
+              f"{tie_ceiling[str(hop)]:.4f})", flush=True)
+    out_paths: dict[str, Any] = {}
+    for p in paths:
+        p50 = {k: round(percentile(v, 50), 3) for k, v in per[p].items()}
+        p95 = {k: round(percentile(v, 95), 3) for k, v in per[p].items()}
+        allq = sum(counts.values()) or 1
+        out_paths[p] = {"hits1": round(sum(hits1[p][h] * counts[h] for h in counts) / allq, 4),
+                        "hits1_by_hop": hits1[p], "hits3_by_hop": hits3[p], "p50_ms": p50, "p95_ms": p95,
+                        "served_by": served[p],
+                        "statements_per_query": round(sum(queries[p]) / max(len(queries[p]), 1), 3),
+                        "same_subgraphs_as_" + paths[0]: round(same_as_first[p] / allq, 4)}
+        if args.oracle:
+            out_paths[p]["oracle_agreement"] = round(agree[p] / max(oracle_n, 1), 4)
+        print(f"{p}: p50 (ms) {p50}\n{p}: p95 (ms) {p95}\n{p}: served by {served[p]}, statements per query "
+              f"{out_paths[p]['statements_per_query']}", flush=True)
+    ratios: dict[str, Any] = {}
+    if "expand" in out_paths:
+        base = out_paths["expand"]
+        for p in paths:
+            if p != "expand":
+                ratios[f"{p}/expand"] = {
+                    f"{w}_{s}": round(out_paths[p][f"{w}_ms"][s] / max(base[f"{w}_ms"][s], 1e-9), 3)
+                    for w in ("p50", "p95") for s in ("graph", "total")}
+        print(f"ratios to the expansion path: {ratios}")
+    first = out_paths[paths[0]]
     result: dict[str, Any] = {
         "split": args.split, "pattern": args.pattern, "injective": "none" if args.homomorphic else args.injective,
-        "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel, "questions": counts, "hits1": hits1, "hits3": hits3,
-        "path_ceiling": ceiling, "tie_ceiling": tie_ceiling, "p50_ms": p50, "p95_ms": p95,
-        "qps": round(n_total / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
+        "k": args.k, "k_node": args.k_node, "k_rel": args.k_rel, "graph": paths,
+        "questions": counts, "hits1": first["hits1_by_hop"], "hits3": first["hits3_by_hop"], "path_ceiling": ceiling,
+        "tie_ceiling": tie_ceiling, "p50_ms": first["p50_ms"], "p95_ms": first["p95_ms"],
+        "qps": round(n_total * len(paths) / t_all, 2) if t_all else None, "peak_rss_mb": round(peak_rss_mb(), 1),
+        "replica": eng.retriever.graph_path().info(), "ratios": ratios, "paths": out_paths,
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
     if args.oracle:
-        result["oracle"] = {
-            "queries": oracle_n, "agreement": round(oracle_agree / max(oracle_n, 1), 4),
-            "matcher_p50_ms": round(percentile(matcher_ms, 50), 2),
-            "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
-            "speedup_p50": round(percentile(oracle_ms, 50) / max(percentile(matcher_ms, 50), 1e-9), 2),
-        }
+        result["oracle"] = {"queries": oracle_n, "oracle_p50_ms": round(percentile(oracle_ms, 50), 2),
+                            "agreement": {p: out_paths[p]["oracle_agreement"] for p in paths}}
         print(f"oracle: {result['oracle']}")
     if misses is not None:
         misses.close()
@@ -216,8 +323,61 @@ def main() -> None:
     emit("metaqa", result)
 
 
+def smoke_questions(hop: int) -> list[dict[str, Any]]:
+    """40 of the demo's MetaQA questions with ``hop`` hops (the demo KB's films)."""
+    rows = [json.loads(line) for line in (DEMO / "generator_questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [{**r, "hops": hop} for r in rows if r["hops"] == hop][:40]
+
+
+def smoke_kb(out: Path) -> Path:
+    """The demo KB's triples on the gold paths of the smoke questions (a few hundred): a KG loaded in seconds."""
+    from engine.datasets.metaqa import relation_path
+
+    triples = [line.split("|") for line in (DEMO / "kb.txt").read_text(encoding="utf-8").splitlines() if line]
+    adj: dict[str, list[tuple[str, str, str]]] = {}
+    for h, r, t in triples:
+        adj.setdefault(h, []).append((h, r, t))
+        adj.setdefault(t, []).append((h, r, t))
+    keep: set[tuple[str, str, str]] = set()
+    for hop in (1, 2):
+        for q in smoke_questions(hop):
+            front = {q["topic"]}
+            for rel in relation_path(q["qtype"]):
+                step = [x for e in front for x in adj.get(e, []) if x[1] == rel][:60]
+                keep.update(step)
+                front = {x[0] if x[2] in front else x[2] for x in step} - front
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in sorted(keep)), encoding="utf-8")
+    return out
+
+
+def run_llm_mode(eng: Any, cfg: Any, args: argparse.Namespace, llm: Any) -> None:
+    """Questions as plain text through ``Engine.ask`` (the LLM writes each pattern)."""
+    per_stage: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
+    hits1: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for hop in [int(h) for h in args.hops.split(",")]:
+        qs = read_questions(hop, args.split, args.limit, Path(args.data))
+        h1 = 0
+        for q in qs:
+            res = eng.ask(q["question"].replace("[", "").replace("]", ""), k=args.k).retrieval
+            for stage in per_stage:
+                per_stage[stage].append(res.timings.get(stage, 0.0))
+            names = [norm(a.entity.name) for a in res.answers]
+            h1 += bool(names) and names[0] in {norm(a) for a in q["answers"]}
+        hits1[str(hop)] = round(h1 / max(len(qs), 1), 4)
+        counts[str(hop)] = len(qs)
+        print(f"{hop}-hop: {len(qs)} questions  Hits@1 {hits1[str(hop)]:.4f}", flush=True)
+    result = {"split": args.split, "pattern": "llm", "k": args.k, "questions": counts, "hits1": hits1,
+              "p50_ms": {k: round(percentile(v, 50), 2) for k, v in per_stage.items()},
+              "p95_ms": {k: round(percentile(v, 95), 2) for k, v in per_stage.items()},
+              "peak_rss_mb": round(peak_rss_mb(), 1)}
+    eng.close()
+    emit("metaqa_llm", result)
+
+
 def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
-    from _learned import print_summary, run_learned, split
+    from _learned import print_summary, read_unanswerable, run_learned, split, synth_records
     from engine.datasets.metaqa import gold_pattern
 
     from engine.retrieval.pattern import Pattern
@@ -228,30 +388,40 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     def items(split_name: str, limit: int | None) -> list[dict[str, Any]]:
         out = []
         for hop in hops:
-            for q in read_questions(hop, split_name, limit, data):
+            qs = smoke_questions(hop) if args.smoke else read_questions(hop, split_name, limit, data)
+            for q in qs:
                 out.append({**q, "text": q["question"].replace("[", "").replace("]", ""),
                             "gold": Pattern.from_json(gold_pattern(q["qtype"], q["topic"]))})
         return out
 
-    if args.split == "test":
+    if args.split == "test" and not args.smoke:
         train, test = items("dev", None), items("test", args.limit)
     else:
         train, test = [], []
+        every = items(args.split, args.limit)
         for hop in hops:  # 80/20 within each hop
-            per = [q for q in items(args.split, args.limit) if q["hops"] == hop]
-            a, b = split(per, 0.8, args.seed)
+            a, b = split([q for q in every if q["hops"] == hop], 0.8, args.seed)
             train += a
             test += b
     for q in train + test:
         q["hop"] = q["hops"]
-    result = run_learned(eng, train, test, name="metaqa", k=args.k, seed=args.seed, router=not args.no_router)
+    records = None
+    if args.train_from == "synth":
+        n = 150 if args.smoke else args.synth_n
+        records = synth_records(eng, n, args.synth_shapes.split(","), args.seed, "metaqa")
+    unanswerable = read_unanswerable(Path(args.unanswerable)) if args.unanswerable else None
+    if unanswerable and args.smoke:
+        unanswerable = unanswerable[:20]
+    result = run_learned(eng, train, test, name=f"metaqa_{args.train_from}", k=args.k, seed=args.seed,
+                         router=not args.no_router, train_from=args.train_from, records=records,
+                         unanswerable=unanswerable)
     print_summary(result)
-    result = {"split": args.split, "pattern": "learned", "injective": args.injective, "k": args.k, **result,
-              "peak_rss_mb": round(peak_rss_mb(), 1)}
+    result = {"split": args.split, "pattern": "learned", "train_from": args.train_from, "injective": args.injective,
+              "k": args.k, "smoke": args.smoke, **result, "peak_rss_mb": round(peak_rss_mb(), 1)}
     if args.smoke:
         drop_kg(eng)
     eng.close()
-    emit("metaqa_learned", result)
+    emit(f"metaqa_learned_{args.train_from}", result)
 
 
 if __name__ == "__main__":

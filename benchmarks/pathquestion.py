@@ -1,12 +1,16 @@
 """PathQuestion benchmark (PQ-2H, PQ-3H; Zhou et al., COLING 2018): learned patterns against gold paths.
 
     python benchmarks/pathquestion.py [--hops 2,3] [--limit N] [--injective none] [--no-router] [--data DIR]
+                                      [--train-from gold|qa|synth] [--synth-n N]
     python benchmarks/pathquestion.py --smoke    # a made-up world of 24 people, 2H and 3H, KGs dropped after
 
 Each file's KB is loaded into its own KG (``learned_pq2``, ``learned_pq3``; ``--drop`` removes them at the end).
-Its questions are split 80/20 (seeded): the pattern generator is trained on the 80% with the gold paths as patterns
-(``e0#r1#e1#r2#...#<end>#answer``: ``(e0, r1, UNKNOWN 1), (UNKNOWN 1, r2, UNKNOWN 2), ...``) and answers the 20% in
-plain text with no LLM; the same questions are answered with their gold patterns (benchmarks/_learned.py).
+Its questions are split 80/20 (seeded): the pattern generator is trained on the 80% (``--train-from gold``: with the
+gold paths as patterns, ``e0#r1#e1#r2#...#<end>#answer``: ``(e0, r1, UNKNOWN 1), (UNKNOWN 1, r2, UNKNOWN 2), ...``;
+``qa``: the question-answer pairs alone) or on no PathQuestion question at all (``synth``: ``--synth-n`` samples of
+``isorag synth`` on the KG, several wordings each, as a KG with no questions of its own is set up) and answers the
+20% in plain text with no LLM; the same questions are answered with their gold patterns (benchmarks/_learned.py).
+``--smoke``: a made-up world (24 people, 2H and 3H), 300 synth samples, no router: under a minute.
 Matching defaults to ``--injective none``: the gold paths revisit their topic in 6.1% / 24.2% of the questions
 (see docs/benchmarks.md), which distinct-node matching cannot follow. SimGRAG with Llama-3-70B reports Hits@1 88.7 (2H)
 and 78.6 (3H). The last line is one JSON object (also benchmarks/results/pathquestion.json).
@@ -50,10 +54,13 @@ def main() -> None:
     ap.add_argument("--no-router", action="store_true")
     ap.add_argument("--drop", action="store_true", help="drop the benchmark's KGs at the end")
     ap.add_argument("--kg-prefix", default="learned_pq")
+    ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold")
+    ap.add_argument("--synth-n", type=int, default=4000, help="--train-from synth: samples of isorag synth")
     ap.add_argument("--data", type=Path, default=DATA, help="folder of {2,3}H-kb.txt and PQ-{2,3}H.txt")
-    args = parse_args(ap, {"kg_prefix": "bench_smoke_pq", "drop": True, "data": lambda a: smoke_pathquestion()})
+    args = parse_args(ap, {"kg_prefix": "bench_smoke_pq", "drop": True, "synth_n": 300, "no_router": True,
+                           "data": lambda a: smoke_pathquestion()})
 
-    from _learned import print_summary, run_learned, split
+    from _learned import print_summary, run_learned, split, synth_records
 
     neo, mil = start_servers()
     from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
@@ -71,7 +78,12 @@ def main() -> None:
             eng.load(kb, progress=False)
         items = read_pq(args.data / f"PQ-{hop}H.txt", args.limit)
         train, test = split(items, 0.8, args.seed)
-        result = run_learned(eng, train, test, name=kg, k=args.k, seed=args.seed, router=not args.no_router)
+        records = None
+        if args.train_from == "synth":
+            shapes = ["path1", "path2"] + (["path3"] if hop == "3" else [])
+            records = synth_records(eng, args.synth_n, shapes, args.seed, kg)
+        result = run_learned(eng, train, test, name=kg, k=args.k, seed=args.seed, router=not args.no_router,
+                             train_from=args.train_from, records=records)
         print_summary(result)
         for key, value in result.items():
             if isinstance(value, dict) and key not in ("p50_ms", "p95_ms", "gold_p50_ms"):
@@ -83,7 +95,8 @@ def main() -> None:
         if args.drop:
             drop_kg(eng)
         eng.close()
-    emit("pathquestion", {"pattern": "learned", "injective": args.injective, "k": args.k, **merged,
+    emit("pathquestion", {"pattern": "learned", "train_from": args.train_from, "smoke": args.smoke,
+                          "injective": args.injective, "k": args.k, **merged,
                           "simgrag_llama3_70b_hits1": {"2H": 0.887, "3H": 0.786},
                           "peak_rss_mb": round(peak_rss_mb(), 1)})
 

@@ -1,7 +1,7 @@
 """Scale curve: synthetic KGs of growing size, load throughput, store sizes, retrieval latency, exactness.
 
-    python benchmarks/scale.py --edges 100000,1000000,10000000 [--queries 60] [--keep]
-    python benchmarks/scale.py --smoke      # 2,000 edges loaded online, 6 queries, KG dropped after, no plot
+    python benchmarks/scale.py --edges 100000,1000000,10000000 [--queries 60] [--keep] [--graph replica,expand]
+    python benchmarks/scale.py --smoke      # 2,000 edges loaded online, 6 queries, every path, KG dropped, no plot
 
 Per size: a KG with power-law (Zipf) degrees, thousands of typed relation names made from verb phrases and
 realistic entity names (people, places, organisations, products; a number where a name repeats) is written
@@ -11,12 +11,18 @@ per size, under ``$ISORAG_HOME/scale/neo4j-<size>`` on ``--port``, while ONNX em
 ``--loader online`` with the ``BulkLoader`` (batched UNWIND MERGE through Bolt into the shared local Neo4j).
 Gold patterns are sampled with
 :mod:`engine.evaluation.synth`; each is retrieved with k(n) = k(r) = 64 (and k(n) = 1024, k(r) = 64 at the largest
-size); latency per stage (embed, vector, graph, total) p50/p95; exactness: the top-k GSDs equal those of the
-exhaustive Cypher oracle on the same candidates, where the oracle finishes within ``--oracle-timeout``.
+size); latency per stage (embed, vector, graph, total) p50/p95 for each graph path of ``--graph`` (the in-process
+replica, one statement per query, the expansion path: the same patterns through each, in one run); exactness:
+each path's top-k GSDs equal those of the exhaustive Cypher oracle on the same candidates, where the oracle
+finishes within ``--oracle-timeout``. The graph read replica is built once per size, timed and weighed (its arrays,
+and the process's resident memory before and after), beside the KG's load time.
 Store sizes are the growth of the Neo4j and Milvus data directories over the load (they hold every KG).
 With ``--keep`` the KGs stay; a later run finds them loaded and only samples and queries again (a quiet-machine
 re-measurement), carrying the load figures (time, stages, store growth, peak memory) over from the previous
 ``scale.json``; ``wall_s`` is then that run's time alone.
+
+``--smoke``: one KG of 2,000 edges through the online loader, 6 patterns, every path and the oracle, dropped at
+the end (under a minute; no plot, results in benchmarks/results/scale.smoke.json).
 
 The last line is one JSON object (also benchmarks/results/scale.json); the plot, benchmarks/results/scale.png,
 has four panels against KG size: retrieval latency per stage, load time per stage, store sizes and memory
@@ -181,10 +187,7 @@ class _TimedGraph:
 
 def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: bool,
              previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    from engine import EngineConfig, MatchSettings, MilvusSettings, Neo4jSettings
-    from engine import Engine
-    from engine import IsoragError
-    from engine.retrieval.matcher import Matcher
+    from engine import Engine, EngineConfig, IsoragError, MatchSettings, MilvusSettings, Neo4jSettings
     from engine.retrieval.oracle import oracle_matches
     from engine.evaluation.synth import SynthSettings, Synthesizer
 
@@ -256,56 +259,88 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
     synth_s = time.perf_counter() - t1
     print(f"[{edges:,}] synth {len(gold)} gold patterns in {synth_s:.1f} s (dropped {syn.dropped})", flush=True)
 
+    replica = measure_replica(eng, load_s)
+    print(f"[{edges:,}] replica: {replica}", flush=True)
     settings_list = [("k64", {"k_node": 64, "k_rel": 64})]
     if largest:
         settings_list.append(("k1024", {"k_node": 1024, "k_rel": 64}))
+    paths = [g.strip() for g in args.graph.split(",") if g.strip()]
     runs: dict[str, Any] = {}
     for label, kw in settings_list:
-        eng.retrieve(gold[0]["pattern"], **kw) if gold else None  # warm-up: model, connections, caches
-        stages: dict[str, list[float]] = {"embed": [], "vector": [], "graph": [], "total": []}
-        hit = exact_n = exact_ok = oracle_timeouts = 0
-        not_exact = 0
-        oracle_ms: list[float] = []
-        by_shape: dict[str, list[float]] = {}
+        shapes: dict[str, Any] = {}
         for rec in gold:
-            try:
-                res = eng.retrieve(rec["pattern"], **kw)
-            except IsoragError as e:
-                print(f"  retrieval failed: {e}", flush=True)
+            shapes.setdefault(rec["shape"], rec["pattern"])
+        for p in paths:  # warm-up: model, connections, caches, each shape's statements planned once on each path
+            for pat in shapes.values():
+                try:
+                    eng.retrieve(pat, graph=p, **kw)
+                except IsoragError:
+                    pass
+        per = {p: {s: [] for s in ("version", "embed", "vector", "graph", "total")} for p in paths}
+        hit = {p: 0 for p in paths}
+        not_exact = {p: 0 for p in paths}
+        served: dict[str, dict[str, int]] = {p: {} for p in paths}
+        by_shape: dict[str, dict[str, list[float]]] = {p: {} for p in paths}
+        exact_ok = {p: 0 for p in paths}
+        exact_n = oracle_timeouts = 0
+        oracle_ms: list[float] = []
+        for n_rec, rec in enumerate(gold):
+            got: dict[str, Any] = {}
+            for p in paths[n_rec % len(paths):] + paths[:n_rec % len(paths)]:  # the order rotates
+                try:
+                    got[p] = eng.retrieve(rec["pattern"], graph=p, **kw)
+                except IsoragError as e:
+                    print(f"  retrieval failed ({p}): {e}", flush=True)
+            if len(got) < len(paths):
                 continue
-            for s in stages:
-                stages[s].append(res.timings.get(s, 0.0))
-            by_shape.setdefault(rec["shape"], []).append(res.timings.get("total", 0.0))
-            not_exact += not res.exact
-            hit += bool({a.entity.name for a in res.answers} & set(rec["answers"]))
+            for p, res in got.items():
+                for s in per[p]:
+                    per[p][s].append(res.timings.get(s, 0.0))
+                by_shape[p].setdefault(rec["shape"], []).append(res.timings.get("total", 0.0))
+                not_exact[p] += not res.exact
+                hit[p] += bool({a.entity.name for a in res.answers} & set(rec["answers"]))
+                via = res.stats.get("graph_path", "?")
+                served[p][via] = served[p].get(via, 0) + 1
             if args.oracle_timeout > 0:
                 from dataclasses import replace
 
                 ms = replace(cfg.match, **kw)
-                cands = eng.retriever.candidates(res.pattern, ms, {})
-                got, _ = Matcher(eng.graph, ms).top_k(res.pattern, cands, args.k)
+                first = got[paths[0]]
+                cands = eng.retriever.candidates(first.pattern, ms, {})
                 t2 = time.perf_counter()
                 try:
-                    want = oracle_matches(_TimedGraph(eng.graph, args.oracle_timeout), res.pattern, cands,
+                    want = oracle_matches(_TimedGraph(eng.graph, args.oracle_timeout), first.pattern, cands,
                                           limit=args.k)
                 except IsoragError:
                     oracle_timeouts += 1
                     continue
                 oracle_ms.append((time.perf_counter() - t2) * 1000)
                 exact_n += 1
-                exact_ok += [round(m.gsd, 6) for m in got] == [round(m.gsd, 6) for m in want]
-        runs[label] = {
-            **kw, "queries": len(stages["total"]),
-            "p50_ms": {s: round(percentile(v, 50), 2) for s, v in stages.items()},
-            "p95_ms": {s: round(percentile(v, 95), 2) for s, v in stages.items()},
-            "total_p50_ms_by_shape": {k2: round(percentile(v, 50), 2) for k2, v in sorted(by_shape.items())},
-            "hit": round(hit / max(len(stages["total"]), 1), 4), "not_exact_results": not_exact,
-            "exact": round(exact_ok / exact_n, 4) if exact_n else None,
-            "oracle": {"ran": exact_n, "timeouts": oracle_timeouts, "timeout_s": args.oracle_timeout,
-                       "p50_ms": round(percentile(oracle_ms, 50), 2) if oracle_ms else None},
-        }
-        print(f"[{edges:,}] {label}: p50 {runs[label]['p50_ms']} p95 {runs[label]['p95_ms']} "
-              f"exact {runs[label]['exact']} ({exact_n} oracle runs, {oracle_timeouts} timeouts)", flush=True)
+                for p, res in got.items():
+                    exact_ok[p] += [round(s.gsd, 6) for s in res.subgraphs] == [round(m.gsd, 6) for m in want]
+        out: dict[str, Any] = {}
+        for p in paths:
+            n_q = len(per[p]["total"])
+            out[p] = {"queries": n_q,
+                      "p50_ms": {s: round(percentile(v, 50), 2) for s, v in per[p].items()},
+                      "p95_ms": {s: round(percentile(v, 95), 2) for s, v in per[p].items()},
+                      "total_p50_ms_by_shape": {k2: round(percentile(v, 50), 2)
+                                                for k2, v in sorted(by_shape[p].items())},
+                      "hit": round(hit[p] / max(n_q, 1), 4), "not_exact_results": not_exact[p],
+                      "served_by": served[p], "exact": round(exact_ok[p] / exact_n, 4) if exact_n else None}
+        main_p = out[paths[0]]
+        runs[label] = {**kw, **main_p, "paths": out,
+                       "oracle": {"ran": exact_n, "timeouts": oracle_timeouts, "timeout_s": args.oracle_timeout,
+                                  "p50_ms": round(percentile(oracle_ms, 50), 2) if oracle_ms else None}}
+        if "expand" in out:
+            runs[label]["ratios_to_expand"] = {
+                p: {f"{w}_{st}": round(out[p][f"{w}_ms"][st] / max(out["expand"][f"{w}_ms"][st], 1e-9), 3)
+                    for w in ("p50", "p95") for st in ("graph", "total")} for p in paths if p != "expand"}
+        for p in paths:
+            print(f"[{edges:,}] {label} {p}: p50 {out[p]['p50_ms']} p95 {out[p]['p95_ms']} exact {out[p]['exact']} "
+                  f"served by {out[p]['served_by']}", flush=True)
+        print(f"[{edges:,}] {label}: {exact_n} oracle runs, {oracle_timeouts} timeouts; ratios "
+              f"{runs[label].get('ratios_to_expand')}", flush=True)
     stats = eng.graph.stats()
     servers = server_rss_mb()
     if not args.keep:
@@ -325,11 +360,36 @@ def run_size(edges: int, args: argparse.Namespace, neo: str, mil: str, largest: 
             "load_s": round(load_s, 1) if load_s is not None else None, "load": load, "store_mb": sizes,
             "synth_s": round(synth_s, 1), "gold_patterns": len(gold), "synth_dropped": syn.dropped,
             "p50_ms": main["p50_ms"], "p95_ms": main["p95_ms"], "exact": main["exact"], "runs": runs,
+            "replica": replica,
             "peak_rss_mb": peak,
             # the peak of the process that loaded the KG (this one, or the earlier run whose KG is reused)
             "load_peak_rss_mb": (prev.get("load_peak_rss_mb") or prev.get("peak_rss_mb")) if load.get("reused")
             else peak, "server_rss_mb": {k: round(v, 1) for k, v in servers.items()},
             "dropped": not args.keep}
+
+
+def measure_replica(eng: Any, load_s: float | None) -> dict[str, Any]:
+    """Build the KG's graph read replica from Neo4j (its saved file removed first, so that it is streamed) and
+    report its build time, its arrays' size and the growth of this process's resident memory, and the build time
+    as a share of the KG's load time."""
+    import psutil
+
+    from engine.retrieval.replica import drop_replica_files, replica_state, version_key
+    from engine.retrieval.graph_paths import wait_for_replica
+
+    drop_replica_files(eng.graph)
+    rss0 = psutil.Process().memory_info().rss
+    t0 = time.perf_counter()
+    state = wait_for_replica(eng.graph, version_key(eng.kg, eng.graph.version()), eng.config.graph_cache_mb)
+    wall = time.perf_counter() - t0
+    rss1 = psutil.Process().memory_info().rss
+    info = replica_state(eng.graph) if state.state == "ready" else None
+    info = info or {"state": state.state, "why": state.why}
+    out = {"state": state.state, "build_wall_s": round(wall, 2), "rss_growth_mb": round((rss1 - rss0) / 2**20, 1),
+           **{k: v for k, v in info.items() if k != "state"}}
+    if load_s:
+        out["build_share_of_load"] = round(wall / load_s, 4)
+    return out
 
 
 def _plot_stores(ax: Any, xs: list[int], values: list[dict[str, Any]], style: str, what: str) -> None:
@@ -435,6 +495,8 @@ def main() -> None:
     ap.add_argument("--pagecache", default=None, help="page cache of the per-size Neo4j (default 1g; 4g from 5M)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--plot-only", action="store_true", help="redraw scale.png from benchmarks/results/scale.json")
+    ap.add_argument("--graph", default="replica,statement,expand",
+                    help="graph paths to run the same patterns through (comma list of replica, statement, expand)")
     ap.add_argument("--kg-prefix", default="scale", help="the KGs are <prefix>_<edges>")
     args = parse_args(ap, {"edges": "2000", "queries": 6, "loader": "online", "oracle_timeout": 2.0, "quiet": True,
                            "kg_prefix": "bench_smoke_scale"})
@@ -455,7 +517,7 @@ def main() -> None:
         RESULTS.mkdir(parents=True, exist_ok=True)
         if not args.smoke:  # the committed plot is a real run's
             plot(results, RESULTS / "scale.png")
-    emit("scale", {"sizes": results})
+    emit("scale", {"sizes": results, "load_avg": [round(x, 2) for x in os.getloadavg()]})
 
 
 if __name__ == "__main__":

@@ -22,6 +22,14 @@ DEFAULT_K = 3
 #: Few-shot examples: the bundled ones for the demo KG, 12 shots as in SimGRAG.
 DEFAULT_FEWSHOT = "demo"
 DEFAULT_SHOTS = 12
+#: The longest question or claim taken (characters): a question is a sentence or a few; far longer text is no
+#: question, and every stage's work grows with it (linking reads every span).
+DEFAULT_MAX_QUESTION_CHARS = 2_000
+#: The in-process graph read replica's memory guard, per KG (engine.retrieval.replica): about 40 MB holds a
+#: KG of a million relationships.
+DEFAULT_GRAPH_CACHE_MB = 512
+#: Which path serves a query's graph stage (engine.retrieval.graph_paths).
+GRAPH_PATHS = ("auto", "replica", "statement", "expand")
 
 #: A letter, then letters and digits in words joined by single underscores: such a name is its own Milvus
 #: collection prefix (``<kg>__<model>__<kind>``, engine.stores.vectors.collection_name), and since it never holds ``__``
@@ -167,6 +175,10 @@ class MatchSettings:
     #: narrow an unknown node with two or more named neighbours to the entities adjacent to all of them
     #: (one query per pattern; exact, and the search of conjunctions and stars starts from the intersection)
     narrow: bool = True
+    #: the graph stage's path (engine.retrieval.graph_paths): ``"auto"`` (the in-process replica when it is fresh,
+    #: else one statement per query while it is built), ``"replica"`` (wait for the replica), ``"statement"`` (one
+    #: statement per query and cost tier) or ``"expand"`` (one statement per batch of expansions); the same top-k
+    graph: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("k_node", "k_rel", "k_type", "k", "degree_cap", "batch_size"):
@@ -181,6 +193,8 @@ class MatchSettings:
             raise ConfigError(f"deadline_s must be a finite number of seconds > 0, got {d!r}")
         if self.injective not in (True, False, "nodes", "edges", "none"):
             raise ConfigError(f"injective must be True, False, 'nodes', 'edges' or 'none', got {self.injective!r}")
+        if self.graph not in GRAPH_PATHS:
+            raise ConfigError(f"graph must be one of {', '.join(GRAPH_PATHS)}, got {self.graph!r}")
 
     @property
     def distinct(self) -> str:
@@ -291,21 +305,33 @@ class EngineConfig:
     #: who writes a question's pattern when none is given: "auto" (the learned generator without an LLM, or
     #: when sure enough), "llm" or "learned" (:mod:`engine.learned.router`)
     route: str = "auto"
+    #: the longest question or claim (characters) that ask, verify and propose take; a longer one is an InputError
+    max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS
+    #: the memory guard of the in-process graph read replica, in MB per KG (0: no replica; queries then take the
+    #: one-statement path)
+    graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
+        if isinstance(self.max_question_chars, bool) or not isinstance(self.max_question_chars, int) \
+                or not 1 <= self.max_question_chars <= 1_000_000:
+            raise ConfigError(f"max_question_chars must be an int in [1, 1000000], got {self.max_question_chars!r}")
         if self.route not in ("auto", "llm", "learned"):
             raise ConfigError(f"route must be auto, llm or learned, got {self.route!r}")
         if not isinstance(self.device, str) or not _DEVICE.fullmatch(self.device.strip().lower()):
             raise ConfigError(f"device must be auto, cpu, mps, cuda or cuda:N, got {self.device!r}")
         if isinstance(self.shots, bool) or not isinstance(self.shots, int) or self.shots < 0:
             raise ConfigError(f"shots must be an int >= 0, got {self.shots!r}")
+        g = self.graph_cache_mb
+        if isinstance(g, bool) or not isinstance(g, int) or g < 0:
+            raise ConfigError(f"graph_cache_mb must be an int >= 0 (0: no replica), got {g!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "EngineConfig":
         """From ``ISORAG_KG``, ``NEO4J_*``, ``MILVUS_*``, ``ISORAG_EMBEDDING_MODEL``, ``ISORAG_DEVICE``,
-        ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD``, ``ISORAG_SCORER``, ``ISORAG_GENERATOR``
-        and ``ISORAG_ROUTE``; keyword
+        ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD``, ``ISORAG_SCORER``, ``ISORAG_GENERATOR``,
+        ``ISORAG_ROUTE``, ``ISORAG_MAX_QUESTION_CHARS``, ``ISORAG_GRAPH_CACHE_MB`` and ``ISORAG_GRAPH`` (the graph
+        stage's path); keyword
         ``overrides`` win. A bad value is a ConfigError naming its variable."""
         env = os.environ
         kw: dict[str, Any] = {}
@@ -333,6 +359,10 @@ class EngineConfig:
         setting("ISORAG_SCORER", "scorer", str.strip)
         setting("ISORAG_GENERATOR", "generator", str.strip)
         setting("ISORAG_ROUTE", "route", _check_route)
+        setting("ISORAG_MAX_QUESTION_CHARS", "max_question_chars", _int_at_least(1))
+        setting("ISORAG_GRAPH_CACHE_MB", "graph_cache_mb", _int_at_least(0))
+        if overrides.get("match") is None:
+            setting("ISORAG_GRAPH", "match", lambda v: MatchSettings(graph=v.strip()))
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 

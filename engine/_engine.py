@@ -323,6 +323,9 @@ class Engine:
         with self.graph.lock("drop"):
             self.graph.drop()
             self.vectors.drop()
+            from engine.retrieval.replica import drop_replica_files
+
+            drop_replica_files(self.graph)
         self.invalidate()
         self._vectors = None
         self._retriever = None
@@ -340,7 +343,7 @@ class Engine:
 
                 self.require_kg()
                 self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match,
-                                            watch=self.graph.watch)
+                                            watch=self.graph.watch, graph_cache_mb=self.config.graph_cache_mb)
             return self._retriever
 
     def retrieve(self, pattern: PatternLike, k: int | None = None, **match: Any) -> RetrievalResult:
@@ -521,6 +524,7 @@ class Engine:
                 emb = self.embedder
                 ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug, kg_id=self.graph.identity())
                 self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
+                                                   max_chars=self.config.max_question_chars,
                                                    encode=self.retriever.encode)
             return self._generator
 
@@ -534,7 +538,11 @@ class Engine:
 
     def propose(self, query: str, *, beam: int = 3) -> Proposal:
         """The learned generator's patterns for ``query`` in plain text: linked topics and a beam of patterns with
-        their probabilities (:class:`~engine.learned.generator.Proposal`). Needs a generator."""
+        their probabilities (:class:`~engine.learned.generator.Proposal`). Needs a generator; a query longer than
+        ``config.max_question_chars`` is an InputError."""
+        from engine.learned.generator import check_text
+
+        check_text(query, self.config.max_question_chars)
         return self._need_generator().propose(query, beam=beam)
 
     def train_generator(self, qa: str | Path | Sequence[str | Path] | Sequence[GeneratorRecord], *,
@@ -602,7 +610,7 @@ class Engine:
         return Pipeline(retriever=Deferred(lambda: self.retriever), llm=Deferred(lambda: self.llm),
                         fewshot=self.fewshot, scorer=Deferred(self._need_scorer) if cfg.scorer else None,
                         kg=self.kg, match=cfg.match, verify=cfg.verify, generator=Deferred(lambda: self.generator),
-                        route=cfg.route)
+                        route=cfg.route, max_question_chars=cfg.max_question_chars)
 
     def pattern_route(self, route: str | None = None) -> str:
         """Who first tries to write the pattern of a question asked without one, under ``route`` (default

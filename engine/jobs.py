@@ -14,7 +14,7 @@ Output: one JSON object a line, ``{"id", "claim", "label", "gold", "correct", "r
 
 * **Resumable.** A rerun reads the output first, repairs a partial last line (cuts it off), and skips every id
   already there: no id is ever written twice. ``retry_failed=True`` (``--retry-failed``) first removes the lines of
-  claims whose verification failed (LLM down...) and verifies them again.
+  claims whose verification failed (LLM down...) and verifies them again (with a shard, that shard's only).
 * **Shardable.** ``shard=(i, n)`` (``--shard i/n``, ``i`` from 0) takes the rows whose id hashes (BLAKE2b,
   stable across runs and machines) to ``i`` mod ``n``; malformed rows without an id are sharded by line number.
   Give each shard its own output file.
@@ -268,7 +268,15 @@ def shard_of(key: str, n: int) -> int:
     return int.from_bytes(digest, "big") % n
 
 
-def _in_shard(row: ClaimRow | BadRow, shard: tuple[int, int] | None) -> bool:
+@dataclass(frozen=True)
+class _Id:
+    """A verdict's id, sharded as its claim's row is."""
+
+    id: str
+    line: int = 0
+
+
+def _in_shard(row: ClaimRow | BadRow | _Id, shard: tuple[int, int] | None) -> bool:
     if shard is None:
         return True
     key = row.id if row.id is not None else f"line:{row.line}"
@@ -420,8 +428,8 @@ def run_verify_job(
     if repaired:
         echo(f"{out_path}: cut off a partial last line left by an interrupted run")
     dropped_failed = 0
-    if retry_failed:
-        kept = [r for r in records if not r.get("failed_stage")]
+    if retry_failed:  # this shard's failed verdicts only: another shard's are its own run's to retry
+        kept = [r for r in records if not r.get("failed_stage") or not _in_shard(_Id(r["id"]), shard)]
         dropped_failed = len(records) - len(kept)
         if dropped_failed:
             _rewrite(out_path, kept)

@@ -13,8 +13,10 @@ or tokens streamed to the caller. So ``ask``, ``aask``, ``ask_stream`` and ``aas
 The pattern may come from the caller (``pattern=``) or from the KG's learned pattern generator
 (:mod:`engine.learned`: ``generator=``) instead of the LLM. Who writes it is the router's choice
 (:mod:`engine.learned.router`, ``route=``): the generator without an LLM or when its pattern's probability reaches
-its calibrated threshold, else the LLM; a learned beam is retrieved pattern by pattern until one matches, and is
-answered without any LLM call (``answer_source="learned"``). Every step but the pattern works without an LLM:
+its calibrated threshold, else the LLM; a learned beam is retrieved pattern by pattern until one matches exactly
+(its relation path is in the KG; else the first that matches at all answers), and is answered without any LLM call
+(``answer_source="learned"``); without an LLM, a question the router keeps from the generator is not answered, and
+the answer says why (``answer_source="none"``). Every step but the pattern works without an LLM:
 
 * an answer is then the entities bound to the pattern's unknown target in the best subgraphs;
 * a verdict follows the rule of :mod:`engine.answering.verification` (``method="rule"``).
@@ -28,7 +30,8 @@ Stage failures: with ``raise_errors=True`` (the default) a failing stage raises 
 :class:`~engine._errors.LLMError`, :class:`~engine._errors.PatternParseError`, a store error...); with
 ``raise_errors=False`` the result comes back with ``failed_stage`` and ``error`` set and what was done before
 (a verdict then says NOT_ENOUGH_INFO). Batch APIs (``verify_many``, jobs) use ``raise_errors=False``. Stage
-names: ``pattern`` (the caller's pattern is invalid, or none can be had), ``generate`` (the learned generator),
+names: ``input`` (the question or claim is longer than ``max_question_chars``), ``pattern`` (the caller's pattern
+is invalid, or none can be had), ``generate`` (the learned generator),
 ``llm_pattern``, ``retrieve``,
 ``scoring``, ``verify`` (the rule), ``llm_answer``, ``llm_verify``.
 
@@ -46,7 +49,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
-from engine._config import MatchSettings, VerifySettings
+from engine._config import DEFAULT_MAX_QUESTION_CHARS, MatchSettings, VerifySettings
 from engine._errors import ConfigError, IsoragError, PatternError
 from engine._timing import ms
 from engine.answering.results import (
@@ -80,6 +83,11 @@ __all__ = ["Call", "Complete", "Emit", "Flow", "Generate", "Pipeline", "Request"
 #: without an LLM, the answer text names the answers whose GSD is within this of the best one (the others stay in
 #: ``Answer.answers`` with their GSD): an entity bound in a worse subgraph is a worse answer, not another answer
 TEXT_TIE = 0.02
+
+#: a learned pattern's best subgraph at most this far (GSD) matches it exactly: its relation path is in the KG
+EXACT_GSD = 1e-3
+#: a pattern tried from a learned beam: (its place in the beam, the pattern, its probability, what it retrieved)
+_Tried = tuple[int, Pattern, float | None, RetrievalResult]
 
 #: heads the scored triples in the evidence the LLM reads (QSRAG's confidence-annotated triples)
 SCORED_HEADER = "scored triples (confidence from the triple scorer):"
@@ -190,6 +198,14 @@ class Run:
 
     # -- what the stages add to the result ----------------------------------------------------------------
 
+    def check_text(self, text: str, limit: int, what: str) -> None:
+        """A question or claim longer than ``limit`` characters fails the ``input`` stage (an InputError)."""
+        from engine.learned.generator import check_text
+
+        self.stage_name = "input"
+        check_text(text, limit, what)
+        self.stage_name = None
+
     def given_pattern(self, pattern: PatternLike | None) -> Pattern | None:
         if pattern is None:
             return None
@@ -246,6 +262,15 @@ class Run:
         r.scored_answers = list(r.scored.answers)
         r.warnings.append("answer extracted from the triple scorer's top triples (no pattern matched and no LLM)")
         return answer_text(r.scored)
+
+    def cannot_answer(self, kg: str) -> str:
+        """The answer when nobody may write the pattern (:func:`engine.learned.router.decide`): no entity named,
+        but the reason, the last warning."""
+        r = self.result
+        assert isinstance(r, Answer)
+        r.answer_source = "none"
+        why = r.warnings[-1] if r.warnings else "no pattern"
+        return f"Cannot answer this from KG {kg!r}: {why}."
 
     def default_text(self, kg: str) -> str:
         """The answer without an LLM (or without evidence to give one)."""
@@ -327,12 +352,14 @@ class Pipeline:
     def __init__(self, *, retriever: Deferred[Retriever], llm: Deferred[LLM | None],
                  fewshot: Callable[[str], list[dict[str, Any]]], scorer: Deferred[ScoringService] | None = None,
                  kg: str = "", match: MatchSettings | None = None, verify: VerifySettings | None = None,
-                 generator: Deferred[PatternGenerator | None] | None = None, route: str = "auto") -> None:
+                 generator: Deferred[PatternGenerator | None] | None = None, route: str = "auto",
+                 max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS) -> None:
         from engine.learned.router import check_route
 
         self._retriever = retriever
         self._generator = generator
         self.route = check_route(route)
+        self.max_question_chars = max_question_chars
         self._llm = llm
         self._fewshot = fewshot
         self._scorer = scorer
@@ -369,6 +396,7 @@ class Pipeline:
         r = run.result
         assert isinstance(r, Answer)
         try:
+            run.check_text(r.query, self.max_question_chars, "question")
             pat = run.given_pattern(pattern)
             text = None
             scorer = self._scorer is not None
@@ -378,9 +406,10 @@ class Pipeline:
             else:
                 writer, beam = yield from self._route(run, r.query, route, claim=False, scorer=scorer)
                 if beam is not None and not beam and not scorer:
-                    run.stage_name = "generate"
-                    raise PatternError("the pattern generator has no pattern for this question: "
-                                       + "; ".join(r.warnings[-1:]))
+                    r.text = run.cannot_answer(self.kg)
+                    yield Emit(TokenEvent(r.text))
+                    run.finish()
+                    return r
                 if writer == "llm":
                     try:
                         with run.stage("llm_pattern"):  # the client starts at first use
@@ -427,21 +456,34 @@ class Pipeline:
         tries: list[tuple[Pattern, float | None]] = list(beam or []) if pat is None else [(pat, None)]
         if not tries:
             return None
-        res, n, prob = None, 0, None
+        exact = bool(beam)  # a learned beam's named nodes are KG names: its right pattern matches exactly
+        chosen: _Tried | None = None
+        found: _Tried | None = None
+        first: _Tried | None = None
+        last = 0
         with run.stage("retrieve"):  # (the time a streaming caller holds an event is not the stage's: Run.away)
-            for i, (pat, p) in enumerate(tries):
+            for last, (p_i, prob_i) in enumerate(tries):
                 # said before its retrieval, so that a streaming caller shows the pattern while the match runs (a
-                # learned beam pattern that matches nothing is followed by the next one's event)
+                # learned beam pattern that does not answer is followed by the next one's event)
+                yield Emit(PatternEvent(p_i, text))
+                res_i = yield Call(self._retrieve, (p_i, k, match))
+                here: _Tried = (last, p_i, prob_i, res_i)
+                first = first or here
+                if res_i.subgraphs:
+                    found = found or here
+                    if not exact or res_i.subgraphs[0].gsd <= EXACT_GSD:
+                        chosen = here
+                        break
+            # the pattern that answers: the first that matches (exactly, for a learned beam), else the first that
+            # matches at all, else the first; said again when it was not the last one said
+            assert first is not None
+            n, pat, prob, res = chosen or found or first
+            if n != last:
                 yield Emit(PatternEvent(pat, text))
-                res = yield Call(self._retrieve, (pat, k, match))
-                n, prob = i, p  # the pattern that answers: the first that matches, else the last
-                if res.subgraphs:
-                    break
-        assert pat is not None and res is not None
         if beam:
             r.pattern_probability = prob
             if n:
-                r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing: pattern {n + 1} "
+                r.warnings.append(f"the learned beam's first {n} pattern(s) matched nothing exactly: pattern {n + 1} "
                                   f"(probability {prob:.3f}) answers")
         run.set_pattern(pat, text)
         run.set_retrieval(res)
@@ -451,10 +493,11 @@ class Pipeline:
     def _route(self, run: Run, text: str, route: str, claim: bool, scorer: bool = False
                ) -> Generator[Request, Any, tuple[str, list[tuple[Pattern, float]] | None]]:
         """Who writes the pattern of ``text`` (:func:`engine.learned.router.plan`) and, when the router keeps the
-        learned generator's, its beam: ``("learned", beam)``, or ``("learned", [])`` when it must and has none;
-        ``("llm", None)`` or ``("scorer", None)`` otherwise. The generator is looked up only when the route may
-        use it."""
-        from engine.learned.router import keeps_learned, plan
+        learned generator's, its beam: ``("learned", beam)``, or ``("learned", [])`` when nobody should (no entity
+        named, no template fits, or unsure without an LLM; the last warning says why:
+        :func:`engine.learned.router.decide`); ``("llm", None)`` or ``("scorer", None)`` otherwise. The generator is
+        looked up only when the route may use it."""
+        from engine.learned.router import LEARNED, LLM, decide, plan
 
         r = run.result
         gen = None
@@ -468,7 +511,7 @@ class Pipeline:
         if writer != "learned":
             return writer, None
         with run.stage("generate"):
-            prop, threshold = yield Call(self._propose, (gen, text, claim))
+            prop, threshold, note = yield Call(self._propose, (gen, text, claim))
         # disjoint stages, in the order they ran: the generate stage's clock also ran over the linking
         stage = r.timings.pop("generate") + load_ms
         r.timings["link"] = prop.timings["link"]
@@ -476,12 +519,15 @@ class Pipeline:
         r.proposal = prop
         r.warnings.extend(prop.warnings)
         has_llm = route != "learned" and llm is not None
-        if not keeps_learned(route, prop.probability, threshold, has_llm):
-            r.warnings.append(f"the learned pattern's probability {prop.probability:.3f} is under the router's "
-                              f"threshold {threshold:.3f}: the LLM writes the pattern")
+        # a claim's probability is not calibrated: without an LLM its learned pattern is judged by the rule
+        who, why = decide(route if not claim or has_llm else "learned", prop, threshold, has_llm, note)
+        if who == LLM:
+            r.warnings.append(f"{why}: the LLM writes the pattern")
             return "llm", None
-        if not prop.beam:
-            return ("llm", None) if has_llm else ("learned", [])
+        if who != LEARNED:
+            if why and why not in r.warnings:
+                r.warnings.append(why)
+            return "learned", []
         r.pattern_source = "learned"
         r.pattern_probability = prop.probability
         return "learned", prop.beam
@@ -491,6 +537,7 @@ class Pipeline:
         v = run.result
         assert isinstance(v, Verdict)
         try:
+            run.check_text(v.claim, self.max_question_chars, "claim")
             pat = run.given_pattern(pattern)
             text = None
             if pat is not None:
@@ -498,9 +545,10 @@ class Pipeline:
             else:
                 _, beam = yield from self._route(run, v.claim, route, claim=True)
                 if beam is not None and not beam:
-                    run.stage_name = "generate"
-                    raise PatternError("the pattern generator has no pattern for this claim: "
-                                       + "; ".join(v.warnings[-1:]))
+                    v.label = NOT_ENOUGH_INFO
+                    v.reason = "no pattern for the claim: " + "; ".join(v.warnings[-1:])
+                    run.finish()
+                    return v
                 if beam:
                     pat = beam[0][0]
                 else:
@@ -559,8 +607,8 @@ class Pipeline:
         return judge_claim(self._retriever.get(), pattern, k=k, settings=settings, verify=vs)
 
     @staticmethod
-    def _propose(gen: PatternGenerator, text: str, claim: bool) -> tuple[Proposal, float]:
-        return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold
+    def _propose(gen: PatternGenerator, text: str, claim: bool) -> tuple[Proposal, float, str]:
+        return (gen.propose_claim(text) if claim else gen.propose(text)), gen.threshold, gen.threshold_note()
 
     def _score(self, query: str, anchors: list[int] | None) -> ScoringResult:
         assert self._scorer is not None

@@ -67,8 +67,9 @@ class Answer:
     #: the KG's version the result was computed on (``RetrievalResult.kg_version``; None without a retrieval)
     kg_version: int | None = None
     #: who gave ``text``: "llm", "pattern" (the entities bound to the given pattern's target, no LLM), "learned"
-    #: (the same for the learned generator's pattern, see ``proposal``) or "scorer" (no pattern matched and no LLM:
-    #: extracted from the scored triples, see ``scored_answers``)
+    #: (the same for the learned generator's pattern, see ``proposal``), "scorer" (no pattern matched and no LLM:
+    #: extracted from the scored triples, see ``scored_answers``) or "none" (not answered: nobody may write the
+    #: pattern, :func:`engine.learned.router.decide`; ``text`` says why and ``answers`` is empty)
     answer_source: str | None = None
     #: the learned generator's proposal (linked topics, beam of patterns with probabilities), when it ran
     proposal: Proposal | None = None

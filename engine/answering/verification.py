@@ -68,20 +68,23 @@ def judge_claim(retriever: Retriever, pattern: Pattern, *, k: int | None = None,
     Candidates are searched once (one embedding call, one vector search); the strict and relaxed searches reuse
     them with narrower or wider candidate sets.
     """
-    from engine.retrieval.matcher import Candidates, Matcher
+    from engine.retrieval.matcher import Candidates
 
     settings = settings or retriever.settings
     vs = verify or VerifySettings()
     k = k or settings.k
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    cands = retriever.candidates(pattern, settings, timings)
+    retriever.check_version()  # the graph stage's path (the replica only when built on this version)
+    path = retriever.graph_path(settings)
+    cands = retriever.candidates(pattern, settings, timings, path)
 
     def search(pat: Pattern, c: Candidates, kk: int) -> RetrievalResult:
         t0 = time.perf_counter()
-        matches, stats = Matcher(retriever.graph, settings).top_k(pat, c, kk,
-                                                                  deadline=time.monotonic() + settings.deadline_s)
-        res = retriever.build_result(pat, matches, c, stats)
+        matches, stats, entities, served = path.top_k(pat, c, kk, settings,
+                                                      deadline=time.monotonic() + settings.deadline_s)
+        res = retriever.build_result(pat, matches, c, stats, entities)
+        res.stats["graph_path"] = served
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         return res
 

@@ -66,7 +66,7 @@ def cmd_train_scorer(args: argparse.Namespace) -> int:
 
 def cmd_train_generator(args: argparse.Namespace) -> int:
     """Train the KG's pattern generator (plain-text questions -> patterns, no LLM) and write its file."""
-    from engine.learned.train import GeneratorSettings, read_records
+    from engine.learned.train import GeneratorSettings, read_records, threshold_line
 
     settings = GeneratorSettings(epochs=args.epochs, patience=args.patience, seed=args.seed, precision=args.precision)
     records = [r for path in args.qa for r in read_records(path, limit=args.limit)]  # checked before anything starts
@@ -77,7 +77,8 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
     else:
         print(f"trained the pattern generator of KG {eng.kg!r} on {res.questions:,} questions ({res.templates} "
               f"templates) in {res.train_s:.1f} s; held out {res.dev_questions:,}: linking {res.linking_acc:.4f}, "
-              f"pattern {res.pattern_acc:.4f}; router threshold {res.threshold:.3f}; seed {res.seed}")
+              f"pattern {res.pattern_acc:.4f}; seed {res.seed}")
+        print(threshold_line(res.calibration))
         print(f"generator: {res.checkpoint}")
     return done()
 

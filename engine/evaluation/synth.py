@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -71,6 +72,8 @@ class SynthSettings:
     drop_redundant: bool = False
     #: seed pool drawn in one scan, as a multiple of the records asked for
     pool_factor: int = 40
+    #: wordings of each question (``questions``: the template's, then others, see :mod:`engine.evaluation.wording`)
+    wordings: int = 4
 
 
 @dataclass
@@ -225,6 +228,7 @@ class Synthesizer:
                  llm: LLM | None = None) -> None:
         self.graph = graph
         self.rng = random.Random(seed)
+        self.seed = seed
         self.settings = settings or SynthSettings()
         self.llm = llm
         self._pool: list[int] = []
@@ -396,10 +400,40 @@ class Synthesizer:
             "minimal_isomorphism": minimal_iso,
             "cypher": answer_query(sample),
         }
+        rec["questions"] = self.wordings(sample, question, rid)
         if self.llm is not None:
-            rec["paraphrased_question"] = self._paraphrase(question, "question")
+            rec["paraphrased_question"] = rec["questions"][1] if len(rec["questions"]) > 1 else None
             rec["paraphrased_claim"] = self._paraphrase(claim, "statement")
         return rec
+
+    def wordings(self, sample: GTSample, question: str, rid: str) -> list[str]:
+        """The question and other wordings of it (``settings.wordings`` in all): the LLM's paraphrases when one
+        is configured, else (and to make up the number) worded from the relation names
+        (:mod:`engine.evaluation.wording`). Drawn from a generator of their own, seeded by the record: the
+        sampling does not change with the number of wordings."""
+        from engine.evaluation.wording import wordings
+
+        n = self.settings.wordings
+        first = [question]
+        if self.llm is not None and n > 1:
+            seeds = [sample.names[s] for s in sample.seeds]
+            first += [q for q in self._paraphrases(question, n - 1) if all(x in q for x in seeds)]
+        rng = random.Random(f"{self.seed}:{rid}")
+        return wordings(first, lambda: self._worded(sample, rng), n)
+
+    def _worded(self, sample: GTSample, rng: random.Random) -> str:
+        from engine.evaluation.wording import chain_wording, conjunction_wording, relation_forms
+
+        forms = {rel: relation_forms(rel) for _, _, rel, _ in sample.edges}
+        if sample.shape.startswith("path"):
+            # edge i joins node i (nearer the seed) and node i + 1; it leaves node i when its head is i
+            hops = [(forms[rel], h == i) for i, (h, _, rel, _) in enumerate(sample.edges)]
+            return chain_wording(sample.names, hops, rng)
+        answer = sample.answer
+        if sample.shape in ("conj2", "conj3"):
+            parts = [(sample.names[t if h == answer else h], forms[rel], h == answer) for h, _, rel, t in sample.edges]
+            return conjunction_wording(parts, rng)
+        return question_text(sample)  # star: the template's wording
 
     def corrupt(self, sample: GTSample, gt: list[list[str]]) -> list[dict[str, Any]]:
         """Claims with one entity of one triple swapped for another entity at the same end of the same relation."""
@@ -431,6 +465,20 @@ class Synthesizer:
                                         "now": row["name"]}})
                 break
         return out
+
+    def _paraphrases(self, question: str, n: int) -> list[str]:
+        """``n`` ways a person might ask ``question``, from the LLM (none when it fails)."""
+        if self.llm is None:
+            return []
+        prompt = (f"Write {n} different ways a person might ask this question, as people really ask (which / who / "
+                  f"what / name the ..., other words for its relations, passive and active). Keep every entity "
+                  f"name exactly as written. One question per line, nothing else.\n\n{question}")
+        try:
+            text = self.llm.complete(prompt)
+        except Exception:  # noqa: BLE001 - paraphrasing is optional; the worded ones stay
+            return []
+        lines = [re.sub(r"^\s*(?:[-*]|\d+[.)])\s*", "", line).strip() for line in text.splitlines()]
+        return [q for q in dict.fromkeys(lines) if q][:n]
 
     def _paraphrase(self, text: str, kind: str) -> str | None:
         if self.llm is None:

@@ -64,8 +64,9 @@ class IsoragRetriever(BaseRetriever):
     match: dict[str, Any] = {}
 
     def _learned(self, query: str) -> list[Pattern] | None:
-        """The learned beam for plain text when the router keeps it, else None (the LLM writes the pattern)."""
-        from engine.learned.router import keeps_learned
+        """The learned beam for plain text when the router keeps it, None when the LLM writes the pattern, an empty
+        list when nobody should (no documents: :func:`engine.learned.router.decide`)."""
+        from engine.learned.router import LEARNED, LLM, decide
         from engine.llm import NO_LLM_HELP
 
         route = self.engine.config.route
@@ -80,9 +81,10 @@ class IsoragRetriever(BaseRetriever):
                 raise ConfigError(NO_LLM_HELP)
             return None
         prop = gen.propose(query)
-        if not keeps_learned(route, prop.probability, gen.threshold, has_llm) or (has_llm and not prop.beam):
+        who, _ = decide(route, prop, gen.threshold, has_llm)
+        if who == LLM:
             return None
-        return [p for p, _ in prop.beam]
+        return [p for p, _ in prop.beam] if who == LEARNED else []
 
     def _retrieve(self, query: str, k: int) -> tuple[Any, str | None] | None:
         """The result of the query's pattern (a JSON pattern, or the learned beam's first that matches); None when

@@ -1,24 +1,55 @@
 """The learned pattern generator: a question in plain text -> a beam of patterns with their probabilities.
 
-The model is a classifier over the pattern templates of the training questions (:mod:`engine.learned.templates`),
-conditioned on the question with its topic mentions masked (``X``)::
+The model is a classifier over the pattern templates of the training questions (:mod:`engine.learned.templates`)
+and one more class, *none* (a question no template answers), conditioned on the question with its topic mentions
+masked (``X``)::
 
-    h = W_e e(q) + mean_{g in ngrams(q)} E[hash(g)]        e(q): the sentence embedding of the masked question
-    p(template | q) = softmax(W_o relu(h))                 ngrams: its lower-cased word 1-3-grams, hashed
+    h = W_e e(q) + mean_{g in ngrams(q)} E[hash(g)] + mean_{g in shape(q)} S[hash(g)]
+                                                           e(q): the sentence embedding of the masked question
+    s_r(q) = max(0, max_{w in words(q)} cos(e(w), e(r)))   how well the question's words name relation r
+    a_t(q) = mean_{r in t} s_r(q)                          how well they name the relations of template t
+    a'_t(q) = mean_{r in t} (s_r(q) - mean_r s) / (std_r s + 0.05)    the same, against the other relations
+    v_t(q) = mean_{w in words(q)} max_{r in t} max(0, cos(e(w), e(r)))  how much of the question t's relations name
+             - |n(q) - edges(t)| / 4                       n(q): the relations its words name (closest, cosine >= 0.45)
+    logit_t = (W_o relu(h))_t + (W_k relu(h))_{k(t)} + w_a a_t(q) + w_c a'_t(q) + w_v v_t(q)
+    logit_none = (W_o relu(h))_none + w_n max_t a_t(q)
+    p(. | q) = softmax(logits)
+
+``k(t)`` is the template's skeleton, its structure with the relations taken out (:meth:`Template.skeleton`): the
+model says "a chain of two relations" apart from which two, and the alignment says which. The hashed word 1-3-grams
+learn the wordings seen in training (left out for a quarter of the training questions, and the sentence embedding
+for another quarter, so that the rest of the model learns to do without them); the shape n-grams learn how questions
+are put together whatever their words (:func:`shape_ids`: "the w of x 's w" asks two relations in a chain); the
+sentence embedding and the alignment ``a`` carry the model to wordings it never saw (``a'`` compares the relations
+with each other: a word that names a relation less closely than the training words did still names it more closely
+than the others; ``v`` prefers the template that accounts for all the question's words, "the nation of X's couple"
+two relations, not one): ``s_r`` matches a question word to a relation name by meaning ("couple" to ``spouse``,
+"nation" to ``nationality``), ``words(q)`` being its content words and word pairs (:func:`content_ngrams`). The
+*none* class is trained on questions about relations the KG lacks, made by the training itself
+(:mod:`engine.learned.unanswerable`).
 
 A template that cannot match at the linked topics (an edge at a topic whose relation the topic entity has no
-relationship of, read from the KG in one query) gets no probability; the rest are renormalized. A pattern's
-probability is that of its template times the linking confidence of its topics.
+relationship of, read from the KG in one query) gets no probability, and its share is not handed to the others:
+the model's mass on templates that do not fit is evidence that the question asks what this topic does not have
+("what did Heat direct"). When no template fits, the beam is empty (probability 0) and :attr:`Proposal.why` says
+why. A pattern's probability combines its template's ``p(t | q)`` with the linking confidence ``c`` of its topics
+through weights fitted on held-out questions so that it is the probability of the pattern being right
+(``GeneratorCheckpoint.score``: ``sigmoid(w_t logit p + w_l logit c + b)``; ``p c`` without them).
 
-A generator is one ``torch.save`` file of plain data (``weights_only``): ``{"format": "isorag-generator/1", "kg",
-"embedding_slug", "emb_dim", "templates", "state_dict", "config", "link", "threshold", "seed", "info"}``.
-``threshold``: the router's, calibrated on held-out training questions (:mod:`engine.learned.router`).
+A generator is one ``torch.save`` file of plain data (``weights_only``), checked field by field as it loads
+(:func:`load_generator`: a :class:`~engine._errors.CheckpointError` names the file and the field): ``{"format":
+"isorag-generator/2", "kg", "embedding_slug", "emb_dim", "templates", "relations", "state_dict", "config", "link",
+"threshold", "score", "seed", "info"}``. ``threshold``: the router's, calibrated on held-out training questions
+(:func:`engine.learned.train.calibrate`).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +57,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine._errors import CheckpointError
-from engine.linking.text import MASK, LinkModel, LinkedTopic, candidates, mask, unknown_names, word_ngrams
+from engine._errors import CheckpointError, InputError
+from engine.linking.text import (FEATURES, MASK, LinkedTopic, LinkModel, candidates, mask, unknown_names,
+                                 word_ngrams)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -37,21 +69,178 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
-__all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "TemplateClassifier", "featurize",
-           "load_generator", "save_generator"]
+__all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "RelationAligner", "TemplateClassifier",
+           "TemplateRelations", "alignment", "cached_encode", "check_text", "content_ngrams", "featurize",
+           "load_generator", "relation_words", "save_generator", "shape_ids", "skeleton_index"]
 
-FORMAT = "isorag-generator/1"
+FORMAT = "isorag-generator/2"
 DEFAULT_BEAM = 3
 #: choices of topics a question's pattern is tried with (the linker's best, then other candidates alone)
 READINGS = 3
-#: hashed n-gram buckets and width of the hidden layer
+#: hashed n-gram buckets (of the words, of the question's shape) and width of the hidden layer
 BUCKETS = 1 << 14
+SHAPE_BUCKETS = 1 << 12
 HIDDEN = 128
+#: longest question (characters) the generator reads; the engine's own bound is ``EngineConfig.max_question_chars``
+MAX_TEXT = 100_000
+#: question words and word pairs matched to relation names, at most
+ALIGN_NGRAMS = 48
+#: a question word this close (cosine) to a relation name names a relation (``v``'s count)
+NAMES = 0.45
+#: in training, the share of questions whose hashed n-grams are left out, and (drawn apart) whose sentence
+#: embedding is (feature dropout)
+BAG_DROP = 0.25
+#: words never matched to a relation name (they name no relation in any KG)
+FUNCTION_WORDS = frozenset("""
+a an the of in on at to for from by with and or as is are was were be been being do does did done which who whom
+whose what when where why how that this these those it its their his her him he she they them me my your our i you
+we also same other than about into over under after before one ones there s 's ? name give list tell show find
+entity entities thing things someone something anyone anything know
+""".split())
+
+
+def check_text(text: Any, limit: int, what: str = "question") -> str:
+    """``text`` when it is a string of at most ``limit`` characters, else an InputError that says so."""
+    if not isinstance(text, str):
+        raise InputError(f"a {what} must be a string, got {type(text).__name__}")
+    if len(text) > limit:
+        raise InputError(f"the {what} has {len(text):,} characters, more than the {limit:,} allowed "
+                         f"(EngineConfig.max_question_chars, ISORAG_MAX_QUESTION_CHARS)")
+    return text
+
+
+_POSSESSIVE = re.compile(r"\s*['’]s\b")
+
+
+_TOKENS = re.compile(r"'s|[^\W_]+")
+
+
+def shape_ids(text: str, buckets: int = SHAPE_BUCKETS) -> list[int]:
+    """Bucket ids of the 1-4-grams of the question's *shape*: its function words and the mask kept, each run of
+    other words one ``w`` ("what is the nation of X 's couple" -> "what is the w of x 's w"): how a question is put
+    together (two relations in a chain of possessives), whatever words name the relations."""
+    words = [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's", text))]
+    shape: list[str] = []
+    for w in words:
+        token = w if w in FUNCTION_WORDS or w == MASK.lower() else "w"
+        if not (token == "w" and shape and shape[-1] == "w"):
+            shape.append(token)
+    grams = {" ".join(shape[i:i + n]) for n in range(1, 5) for i in range(len(shape) - n + 1)}
+    return sorted({zlib.crc32(g.encode("utf-8")) % buckets for g in grams}) or [0]
 
 
 def ngram_ids(text: str, buckets: int = BUCKETS) -> list[int]:
-    """Bucket ids of the lower-cased word 1-3-grams of ``text`` (a stable hash: crc32)."""
+    """Bucket ids of the lower-cased word 1-3-grams of ``text`` (a stable hash: crc32), a possessive ``'s`` a word
+    of its own however it is written ("X's", "X 's")."""
+    text = _POSSESSIVE.sub(" 's", text)
     return sorted({zlib.crc32(g.encode("utf-8")) % buckets for g in word_ngrams(text, 3)}) or [0]
+
+
+_WORDS = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def relation_words(name: str) -> str:
+    """A relation name as words: the last part of a URI, ``_`` and camelCase split (``placeOfBirth`` -> ``place
+    of birth``), a leading ``has``/``is`` dropped (``has_genre`` -> ``genre``)."""
+    tail = re.split(r"[/#:]", name.rstrip("/#"))[-1] or name
+    words = " ".join(_CAMEL.sub(" ", tail).replace("_", " ").replace("-", " ").split()).lower()
+    parts = words.split()
+    if len(parts) > 1 and parts[0] in ("has", "is"):
+        parts = parts[1:]
+    return " ".join(parts) or name
+
+
+def content_ngrams(masked: str, cap: int = ALIGN_NGRAMS) -> list[str]:
+    """The words of a masked question that may name a relation (not :data:`FUNCTION_WORDS`, not the mask) and the
+    pairs of such words next to each other, in order, at most ``cap``."""
+    words = [w.lower() for w in _WORDS.findall(_POSSESSIVE.sub(" ", masked))]
+    keep = [w if w not in FUNCTION_WORDS and w != MASK.lower() else "" for w in words]
+    out = [w for w in keep if w]
+    out += [f"{a} {b}" for a, b in zip(keep, keep[1:]) if a and b]
+    return list(dict.fromkeys(out))[:cap]
+
+
+class RelationAligner:
+    """``s_r(q)`` of the module docstring for a fixed list of relations: their names embedded once, question words
+    through ``encode`` (the retriever's cached encode in service: words repeat across questions)."""
+
+    def __init__(self, relations: Sequence[str], encode: Callable[[Sequence[str]], Any]) -> None:
+        self.relations = list(relations)
+        self.encode = encode
+        vecs = encode([relation_words(r) for r in self.relations]) if self.relations else None
+        self._r = _unit(np.asarray(vecs, dtype=np.float32)) if vecs is not None else np.zeros((0, 1), np.float32)
+
+    def word_sims(self, masked: Sequence[str], *, batch: int = 4096, progress: bool = False) -> list[np.ndarray]:
+        """Per question, ``[its content words, relations]``: how well each of its words names each relation (cosine,
+        0 and up), the distinct words of all the questions embedded once."""
+        grams = [content_ngrams(m) for m in masked]
+        vocab = list(dict.fromkeys(g for gs in grams for g in gs))
+        sims = np.zeros((len(vocab), len(self.relations)), dtype=np.float32)
+        if vocab and self.relations:
+            from tqdm import tqdm
+
+            for i in tqdm(range(0, len(vocab), batch), desc="question words", unit="batch", disable=not progress):
+                vecs = self.encode(vocab[i:i + batch])
+                sims[i:i + batch] = np.maximum(_unit(np.asarray(vecs, dtype=np.float32)) @ self._r.T, 0.0)
+        row = {g: i for i, g in enumerate(vocab)}
+        return [sims[[row[g] for g in gs]] for gs in grams]
+
+    def sims_one(self, vecs: Any) -> np.ndarray:
+        """``[n, relations]`` for one question from the embeddings of its :func:`content_ngrams` (``[n, dim]``)."""
+        if not len(vecs) or not self.relations:
+            return np.zeros((0, len(self.relations)), dtype=np.float32)
+        vecs = np.asarray(vecs, dtype=np.float32).reshape(-1, self._r.shape[-1])
+        return np.maximum(_unit(vecs) @ self._r.T, 0.0).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class TemplateRelations:
+    """The templates' relations as the alignment reads them: ``share`` [templates, relations], the share of each
+    template's edges of each relation (``a = share s``); ``index`` [templates, 3], the relation columns of each
+    template's edges (the last repeated to three)."""
+
+    share: np.ndarray
+    index: np.ndarray
+    edges: np.ndarray  # [templates]: how many relations (edges) each template has
+
+    @classmethod
+    def of(cls, templates: Sequence[Template], relations: Sequence[str]) -> TemplateRelations:
+        col = {r: i for i, r in enumerate(relations)}
+        share = np.zeros((len(templates), len(relations)), dtype=np.float32)
+        index = np.zeros((len(templates), 3), dtype=np.int64)
+        for j, t in enumerate(templates):
+            cols = [col[r] for r in t.relations if r in col] or [0]
+            for c in cols:
+                share[j, c] += 1.0 / len(cols)
+            index[j] = (cols * 3)[:3] if len(cols) < 3 else cols[:3]
+        return cls(share, index, np.array([len(t.triples) for t in templates], dtype=np.float32))
+
+
+def alignment(sims: Sequence[np.ndarray], rel: TemplateRelations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, a', v)`` of the module docstring, ``[B, templates]`` each, from each question's word-relation cosines
+    (:meth:`RelationAligner.word_sims`); ``v`` less ``|n - len(t)|``/4, ``n`` the relations the question's words
+    name (each word its closest, at a cosine of at least :data:`NAMES`): a template with as many relations as the
+    question names."""
+    n_rel = rel.share.shape[1]
+    best = np.stack([s.max(0) if len(s) else np.zeros(n_rel, np.float32) for s in sims]) if sims \
+        else np.zeros((0, n_rel), np.float32)
+    z = (best - best.mean(-1, keepdims=True)) / (best.std(-1, keepdims=True) + 0.05) if n_rel else best
+    cover = np.zeros((len(sims), rel.share.shape[0]), dtype=np.float32)
+    for b, s in enumerate(sims):
+        if len(s) and n_rel:
+            named = float(len(set(s.argmax(-1)[s.max(-1) >= NAMES].tolist())))
+            cover[b] = s[:, rel.index].max(-1).mean(0) - np.abs(named - rel.edges) / 4  # [words, templates, 3]
+    return (best @ rel.share.T).astype(np.float32), (z @ rel.share.T).astype(np.float32), cover
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
 def _classifier_class() -> Any:
@@ -59,28 +248,65 @@ def _classifier_class() -> Any:
     from torch import nn
 
     class TemplateClassifier(nn.Module):
-        """``logits = W_o relu(W_e e + mean E[ngrams])`` (see the module docstring).
+        """The classifier of the module docstring; its last output is the *none* class.
 
-        Shapes: ``emb`` [B, dim], ``ids`` [N] with ``offsets`` [B] (EmbeddingBag), logits [B, templates]."""
+        ``skeletons``: the index of each template's skeleton (:meth:`Template.skeleton`), whose logit is added to
+        the template's (a chain of two relations, whichever they are).
+
+        Shapes: ``emb`` [B, dim], ``ids`` [N] with ``offsets`` [B] and ``shape_ids`` [M] with ``shape_offsets``
+        [B] (EmbeddingBags: the word n-grams and the shape n-grams), ``align``, ``contrast`` and
+        ``cover`` [B, templates] (the relation alignment ``a``, ``a'`` and ``v``), logits [B, templates + 1]."""
 
         def __init__(self, dim: int, templates: int, buckets: int = BUCKETS, hidden: int = HIDDEN,
-                     dropout: float = 0.1) -> None:
+                     dropout: float = 0.1, shape_buckets: int = SHAPE_BUCKETS,
+                     skeletons: Sequence[int] | None = None) -> None:
             super().__init__()
+            skeletons = list(skeletons) if skeletons is not None else [0] * templates
+            if len(skeletons) != templates or any(not isinstance(k, int) or k < 0 for k in skeletons):
+                raise TypeError(f"skeletons must be {templates} indices")
             self.config = {"dim": dim, "templates": templates, "buckets": buckets, "hidden": hidden,
-                           "dropout": dropout}
+                           "dropout": dropout, "shape_buckets": shape_buckets, "skeletons": skeletons}
+            self.skel_of = torch.as_tensor(skeletons, dtype=torch.long)
             self.proj = nn.Linear(dim, hidden)
             self.bag = nn.EmbeddingBag(buckets, hidden, mode="mean", sparse=True)  # a step touches few rows
+            self.shape = nn.EmbeddingBag(shape_buckets, hidden, mode="mean", sparse=True)
+            nn.init.zeros_(self.bag.weight)  # an n-gram never seen in training adds nothing
+            nn.init.zeros_(self.shape.weight)
             self.drop = nn.Dropout(dropout)
-            self.out = nn.Linear(hidden, templates)
+            self.out = nn.Linear(hidden, templates + 1)
+            self.skel = nn.Linear(hidden, max(skeletons, default=0) + 1)
+            self.align_w = nn.Parameter(torch.tensor(2.0))
+            self.contrast_w = nn.Parameter(torch.tensor(0.5))
+            self.cover_w = nn.Parameter(torch.tensor(2.0))
+            self.none_w = nn.Parameter(torch.tensor(-2.0))
 
-        def forward(self, emb: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-            h = torch.relu(self.proj(emb) + self.bag(ids, offsets))
-            return self.out(self.drop(h))
+        def forward(self, emb: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor, shape_ids: torch.Tensor,
+                    shape_offsets: torch.Tensor, align: torch.Tensor, contrast: torch.Tensor,
+                    cover: torch.Tensor) -> torch.Tensor:
+            bag, sentence = self.bag(ids, offsets), self.proj(emb)
+            if self.training:  # now and then without the wording or the sentence: the other features must carry it
+                bag = bag * (torch.rand(bag.shape[0], 1) >= BAG_DROP).to(bag.dtype)
+                sentence = sentence * (torch.rand(bag.shape[0], 1) >= BAG_DROP).to(bag.dtype)
+            h = torch.relu(sentence + bag + self.shape(shape_ids, shape_offsets))
+            logits = self.out(self.drop(h))
+            lexical = logits[:, :-1]
+            if self.training:  # now and then without the template's own output: its skeleton and relations decide
+                lexical = lexical * (torch.rand(lexical.shape[0], 1) >= BAG_DROP).to(lexical.dtype)
+            named = (lexical + self.skel(self.drop(h))[:, self.skel_of] + self.align_w * align
+                     + self.contrast_w * contrast + self.cover_w * cover)
+            none = logits[:, -1:] + self.none_w * align.max(-1, keepdim=True).values
+            return torch.cat([named, none], -1)
 
     return TemplateClassifier
 
 
 TemplateClassifier = _classifier_class()
+
+
+def skeleton_index(templates: Sequence[Template]) -> list[int]:
+    """Per template, the index of its skeleton among the templates' skeletons (in order of first appearance)."""
+    seen: dict[str, int] = {}
+    return [seen.setdefault(t.skeleton(), len(seen)) for t in templates]
 
 
 def featurize(ids: Sequence[Sequence[int]]) -> tuple[Any, Any]:
@@ -104,7 +330,25 @@ class GeneratorCheckpoint:
     seed: int
     info: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
+    #: ``(w_t, w_l, b)``: a pattern's probability is ``sigmoid(w_t logit p(t | q) + w_l logit c + b)``, ``c`` the
+    #: linking confidence, fitted on held-out questions (:func:`engine.learned.train.fit_score`); None: ``p c``
+    score: tuple[float, float, float] | None = None
     kg_id: str | None = None  # the identity of the KG it was made for (engine.stores.graph.GraphStore.identity)
+
+    def probability(self, template_p: float, link_confidence: float) -> float:
+        """A pattern's probability from its template's and its topics' (see ``score``)."""
+        if self.score is None:
+            return template_p * link_confidence
+        if template_p <= 0 or link_confidence <= 0:
+            return 0.0
+        w_t, w_l, b = self.score
+        z = w_t * _logit(template_p) + w_l * _logit(link_confidence) + b
+        return float(1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0))))
+
+    @property
+    def relations(self) -> list[str]:
+        """The relation names of the templates, sorted (the alignment's columns)."""
+        return sorted({r for t in self.templates for r in t.relations})
 
 
 def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
@@ -113,20 +357,113 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"format": FORMAT, "kg": ckpt.kg, "embedding_slug": ckpt.embedding_slug, "emb_dim": ckpt.emb_dim,
-            "templates": [t.to_json() for t in ckpt.templates], "config": dict(ckpt.model.config),
+            "templates": [t.to_json() for t in ckpt.templates], "relations": ckpt.relations,
+            "config": dict(ckpt.model.config),
             "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
             "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
-            "info": ckpt.info, "kg_id": ckpt.kg_id}
+            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info,
+            "kg_id": ckpt.kg_id}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
     return path
 
 
+class _Fields:
+    """Reads the fields of a loaded generator file, each checked: a bad one is a CheckpointError naming the file
+    and the field."""
+
+    def __init__(self, path: Path, data: Mapping[str, Any]) -> None:
+        self.path, self.data = path, data
+
+    def bad(self, name: str, why: str) -> CheckpointError:
+        return CheckpointError(f"{self.path}: field {name!r} {why}: the file is damaged or was not written by "
+                               f"`isorag train-generator`; train the generator again")
+
+    def get(self, name: str, kind: type | tuple[type, ...], what: str) -> Any:
+        if name not in self.data:
+            raise self.bad(name, "is missing")
+        v = self.data[name]
+        if isinstance(v, bool) or not isinstance(v, kind):  # (no field is a bool)
+            raise self.bad(name, f"must be {what}, not {type(v).__name__}")
+        return v
+
+    def number(self, name: str, lo: float, hi: float) -> float:
+        v = float(self.get(name, (int, float), "a number"))
+        if not lo <= v <= hi or math.isnan(v):
+            raise self.bad(name, f"must lie in [{lo}, {hi}], not {v!r}")
+        return v
+
+
+def _check_templates(f: _Fields) -> list[Template]:
+    raw = f.get("templates", list, "a list")
+    if not raw:
+        raise f.bad("templates", "is empty")
+    out: list[Template] = []
+    for i, t in enumerate(raw):
+        try:
+            tpl = Template.from_json(t)
+            if not tpl.triples or any(not (s and r) for h, r, tl in tpl.triples for s in (h, tl)):
+                raise ValueError("an empty triple or slot")
+            tpl.answer_slot()
+        except Exception as e:  # any malformed template is the same error for the user
+            raise f.bad(f"templates[{i}]", f"is not a template ({type(e).__name__}: {e})") from e
+        out.append(tpl)
+    return out
+
+
+def _check_model(f: _Fields, templates: int, emb_dim: int, skeletons: list[int]) -> Any:
+    import torch
+
+    config = f.get("config", dict, "a mapping")
+    want = {"dim": emb_dim, "templates": templates}
+    for key, value in want.items():
+        if config.get(key) != value:
+            raise f.bad(f"config.{key}", f"is {config.get(key)!r}, the file's other fields say {value!r}")
+    if config.get("skeletons") != skeletons:
+        raise f.bad("config.skeletons", "does not give the skeletons of the templates")
+    try:
+        model = TemplateClassifier(**config)
+    except TypeError as e:
+        raise f.bad("config", f"has unknown or missing settings ({e})") from e
+    state = f.get("state_dict", dict, "a mapping of tensors")
+    expected = model.state_dict()
+    for key, value in expected.items():
+        got = state.get(key)
+        if not isinstance(got, torch.Tensor):
+            raise f.bad(f"state_dict.{key}", "is missing" if got is None else "is no tensor")
+        if tuple(got.shape) != tuple(value.shape):
+            raise f.bad(f"state_dict.{key}", f"has shape {tuple(got.shape)}, the model needs {tuple(value.shape)}")
+        if got.is_floating_point() and not bool(torch.isfinite(got).all()):
+            raise f.bad(f"state_dict.{key}", "holds values that are not finite")
+    extra = sorted(set(state) - set(expected))
+    if extra:
+        raise f.bad(f"state_dict.{extra[0]}", "is no weight of the model")
+    model.load_state_dict(state)
+    model.eval()
+    return model
+
+
+def _check_link(f: _Fields) -> LinkModel:
+    link = f.get("link", dict, "a mapping")
+    try:
+        weights = [float(w) for w in link["weights"]]
+        rates = {str(k): float(v) for k, v in dict(link["template_rate"]).items()}
+        max_topics = int(link.get("max_topics", 1))
+    except Exception as e:  # any malformed linking model is the same error for the user
+        raise f.bad("link", f"is not a linking model ({type(e).__name__}: {e})") from e
+    if len(weights) != len(FEATURES) or not all(math.isfinite(w) for w in weights):
+        raise f.bad("link.weights", f"must be {len(FEATURES)} finite numbers")
+    if not 1 <= max_topics <= 8:
+        raise f.bad("link.max_topics", f"must lie in [1, 8], not {max_topics}")
+    return LinkModel(weights, rates, max_topics)
+
+
 def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: str | None = None,
                    kg_id: str | None = None) -> GeneratorCheckpoint:
-    """A generator file, checked against the KG (its name and ``kg_id``, its identity) and embedding model it is
-    used with (a mismatch, or a file that is no generator, is a CheckpointError)."""
+    """A generator file, checked field by field and against the KG (its name and ``kg_id``, its identity) and
+    embedding model it is used with (a mismatch, or a file that is no generator, is a CheckpointError naming the
+    file and the field)."""
     import torch
 
     p = Path(path).expanduser()
@@ -137,31 +474,51 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
     except Exception as e:  # any unreadable file is the same error for the user
         raise CheckpointError(f"{p}: not a generator file ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = data.get("format") if isinstance(data, dict) else None
-        raise CheckpointError(f"{p}: not a generator file (format {found!r}, expected {FORMAT!r})")
-    if kg is not None and data["kg"] != kg:
-        raise CheckpointError(f"{p}: a generator of KG {data['kg']!r}, not of {kg!r}: train one on this KG "
+        got = data.get("format") if isinstance(data, dict) else None
+        hint = " (an older generator: train it again)" if isinstance(got, str) and got.startswith("isorag-generator/") \
+            else ""
+        raise CheckpointError(f"{p}: not a generator file (field 'format' is {got!r}, expected {FORMAT!r}){hint}")
+    f = _Fields(p, data)
+    file_kg = f.get("kg", str, "a KG name")
+    slug = f.get("embedding_slug", str, "a string")
+    if kg is not None and file_kg != kg:
+        raise CheckpointError(f"{p}: a generator of KG {file_kg!r}, not of {kg!r}: train one on this KG "
                               f"(isorag train-generator --kg {kg})")
     if kg_id is not None and data.get("kg_id") not in (None, kg_id):
-        raise CheckpointError(f"{p}: a generator of another KG named {data['kg']!r} (identity {data['kg_id']}; this "
+        raise CheckpointError(f"{p}: a generator of another KG named {file_kg!r} (identity {data['kg_id']}; this "
                               f"KG's is {kg_id}: it was dropped and made again since): train one on this KG "
-                              f"(isorag train-generator --kg {data['kg']})")
-    if embedding_slug is not None and data["embedding_slug"] != embedding_slug:
-        raise CheckpointError(f"{p}: trained with embedding model {data['embedding_slug']!r}, the engine uses "
+                              f"(isorag train-generator --kg {file_kg})")
+    if embedding_slug is not None and slug != embedding_slug:
+        raise CheckpointError(f"{p}: trained with embedding model {slug!r}, the engine uses "
                               f"{embedding_slug!r}: train it again with this model")
-    model = TemplateClassifier(**data["config"])
-    model.load_state_dict(data["state_dict"])
-    model.eval()
-    return GeneratorCheckpoint(data["kg"], data["embedding_slug"], int(data["emb_dim"]),
-                               [Template.from_json(t) for t in data["templates"]], model,
-                               LinkModel.from_json(data["link"]), float(data["threshold"]), int(data["seed"]),
-                               dict(data.get("info") or {}), str(p), data.get("kg_id"))
+    emb_dim = int(f.number("emb_dim", 1, 1 << 16))
+    templates = _check_templates(f)
+    relations = f.get("relations", list, "a list of relation names")
+    if relations != sorted({r for t in templates for r in t.relations}):
+        raise f.bad("relations", "does not list the templates' relations")
+    model = _check_model(f, len(templates), emb_dim, skeleton_index(templates))
+    link = _check_link(f)
+    threshold = f.number("threshold", 0.0, 1.0 + 1e-6)
+    seed = int(f.number("seed", 0, 2**63))
+    info = data.get("info") or {}
+    if not isinstance(info, dict):
+        raise f.bad("info", "must be a mapping")
+    score = data.get("score")
+    if score is not None:
+        if not isinstance(score, (list, tuple)) or len(score) != 3 or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in score):
+            raise f.bad("score", "must be three finite numbers or null")
+        score = (float(score[0]), float(score[1]), float(score[2]))
+    file_id = data.get("kg_id")
+    return GeneratorCheckpoint(file_kg, slug, emb_dim, templates, model, link, threshold, seed, dict(info), str(p),
+                               score, file_id if isinstance(file_id, str) else None)
 
 
 @dataclass
 class Proposal:
     """What the generator makes of a question (or a claim): the linked topics, the beam of patterns with their
-    probabilities (best first) and the templates they come from, and timings (ms: ``link``, ``generate``)."""
+    probabilities (best first) and the templates they come from, timings (ms: ``link``, ``generate``), and when the
+    beam is empty, ``why`` (no entity named, no template fits the topic...)."""
 
     text: str
     linked: list[LinkedTopic]
@@ -169,6 +526,14 @@ class Proposal:
     templates: list[Template]
     timings: dict[str, float]
     warnings: list[str] = field(default_factory=list)
+    #: why there is no pattern (the beam is empty), or None
+    why: str | None = None
+    #: the probability the model gives the *none* class (a question no template answers)
+    none_probability: float = 0.0
+    #: per beam entry, its template's probability (before the linking confidence is taken in)
+    template_probabilities: list[float] = field(default_factory=list)
+    #: the linked topics' confidence (the product of theirs)
+    link_confidence: float = 0.0
 
     @property
     def probability(self) -> float:
@@ -181,6 +546,7 @@ class Proposal:
     def to_dict(self) -> dict[str, Any]:
         return {"linked": [t.to_dict() for t in self.linked],
                 "beam": [{"pattern": p.to_json(), "probability": round(pr, 6)} for p, pr in self.beam],
+                "none_probability": round(self.none_probability, 6), "why": self.why,
                 "timings": dict(self.timings), "warnings": list(self.warnings)}
 
 
@@ -188,15 +554,19 @@ class PatternGenerator:
     """A loaded generator working on a KG's stores (given one by one: it never sees the Engine)."""
 
     def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
-                 embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None) -> None:
+                 embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None,
+                 max_chars: int = MAX_TEXT) -> None:
         self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
         # the retriever's cached encode: the topics' names, embedded with the question in one call, are then
         # cache hits when the pattern is matched
-        self.encode = encode or embedder.encode
+        self.encode = encode or cached_encode(embedder.encode)
+        self.max_chars = max_chars
         self.templates = ckpt.templates
         self._by_topics = np.array([t.topics for t in ckpt.templates])
         self._names: dict[str, str] | None = None
         self._pool: Any = None  # one worker: the topics' relationships are read while the question is embedded
+        self._aligner: RelationAligner | None = None
+        self._align_m: TemplateRelations | None = None
 
     def _reader(self) -> Any:
         if self._pool is None:
@@ -209,11 +579,26 @@ class PatternGenerator:
     def threshold(self) -> float:
         return self.ckpt.threshold
 
+    def threshold_note(self) -> str:
+        """What the threshold rests on, in words (from the calibration kept in the file)."""
+        cal = self.ckpt.info.get("calibration") or {}
+        if not cal.get("kept"):
+            return ""
+        return (f"held-out patterns at or above it were right {100 * float(cal['precision']):.1f}% of the time, "
+                f"{cal['kept']} of {cal['questions']} held-out questions")
+
     def relation_names(self) -> dict[str, str]:
         """Relationship type -> relation name (the KG's catalog, read once)."""
         if self._names is None:
             self._names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
         return self._names
+
+    def aligner(self) -> tuple[RelationAligner, TemplateRelations]:
+        if self._aligner is None:
+            self._aligner = RelationAligner(self.ckpt.relations, self.encode)
+            self._align_m = TemplateRelations.of(self.templates, self.ckpt.relations)
+        assert self._align_m is not None
+        return self._aligner, self._align_m
 
     def link(self, text: str, max_topics: int | None = None, min_topics: int = 1) -> list[LinkedTopic]:
         cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
@@ -225,13 +610,11 @@ class PatternGenerator:
         return self.ckpt.link.readings(cands, text, limit=limit)
 
     def _joint(self, text: str, readings: Sequence[list[LinkedTopic]]) -> tuple[int, Any, Any, Any] | None:
-        """The reading whose topics fit a template best: the most probable of (its linking confidence x the
-        probability of its best fitting template); None when no template fits any. Returns (reading, template
-        probabilities, which fit, profiles). One read of the topics' relations, one embedding call."""
+        """The reading whose topics fit a template best: the most probable of (the pattern's probability from its
+        linking confidence and its best fitting template's); None when no template fits any. Returns (reading,
+        template probabilities, which fit, profiles). One read of the topics' relations."""
         topics = [t for r in readings for t in r]
         profiles = self._profiles(topics)
-        masked = [mask(text, [(t.start, t.end) for t in r]) for r in readings]
-        emb = self.encode([*masked, *[t.name for t in readings[0]]])[: len(masked)]
         best: tuple[float, int, Any, Any, Any] | None = None
         at = 0
         for i, r in enumerate(readings):
@@ -240,8 +623,9 @@ class PatternGenerator:
             ok = self._allowed(r, prof)
             if not ok.any():
                 continue
-            p = self._softmax(emb[i], masked[i])
-            score = float(np.prod([t.confidence for t in r])) * float(np.max(np.where(ok, p, 0.0)))
+            p = self.scores(mask(text, [(t.start, t.end) for t in r]), [t.name for t in r])
+            conf = float(np.prod([t.confidence for t in r]))
+            score = self.ckpt.probability(float(np.max(np.where(ok, p[:-1], 0.0))), conf)
             if best is None or score > best[0]:
                 best = (score, i, p, ok, prof)
         return None if best is None else best[1:]
@@ -257,17 +641,21 @@ class PatternGenerator:
         return [set().union(*(at.get(e, set()) for e in t.eids)) for t in topics]
 
     def scores(self, masked: str, names: Sequence[str] = ()) -> np.ndarray:
-        """p(template | masked text) over all templates (``names``, the topics' names, are embedded in the same
-        call, for the retriever's cache)."""
-        emb = self.encode([masked, *names])[:1]
-        return self._softmax(emb[0], masked)
-
-    def _softmax(self, emb: Any, masked: str) -> np.ndarray:
+        """p(. | masked text) over all templates and, last, the *none* class (``names``, the topics' names, are
+        embedded in the same call, for the retriever's cache)."""
         import torch
 
+        aligner, m = self.aligner()
+        grams = content_ngrams(masked)
+        vecs = np.asarray(self.encode([masked, *names, *grams]))
+        emb = vecs[:1]
+        align, contrast, cover = alignment([aligner.sims_one(vecs[1 + len(names):])], m)
         ids, offsets = featurize([ngram_ids(masked)])
+        sids, soffsets = featurize([shape_ids(masked)])
         with torch.no_grad():
-            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb)[None, :], dtype=torch.float32), ids, offsets)[0]
+            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets, sids,
+                                     soffsets, torch.as_tensor(align), torch.as_tensor(contrast),
+                                     torch.as_tensor(cover))[0]
         return torch.softmax(logits.double(), -1).numpy()
 
     def _allowed(self, topics: Sequence[LinkedTopic], profiles: Sequence[set[tuple[str, bool]]],
@@ -287,7 +675,8 @@ class PatternGenerator:
         return ok
 
     def propose(self, text: str, *, beam: int = DEFAULT_BEAM) -> Proposal:
-        """The beam of patterns for a question."""
+        """The beam of patterns for a question (empty, with :attr:`Proposal.why`, when no template fits)."""
+        check_text(text, self.max_chars)
         t0 = time.perf_counter()
         readings = self.readings(text)
         linked = readings[0] if readings else []
@@ -295,8 +684,10 @@ class PatternGenerator:
         warnings: list[str] = []
         out: list[tuple[Pattern, float]] = []
         used: list[Template] = []
+        raw: list[float] = []
+        why, none_p, conf = None, 0.0, 0.0
         if not linked:
-            warnings.append("no entity of the KG is named in the question: the generator has no topic")
+            why = "no entity of the KG is named in the question"
         else:
             joint = self._joint(text, readings) if len(readings) > 1 else None
             if joint is not None:  # the topics chosen jointly with the templates that fit them
@@ -307,56 +698,60 @@ class PatternGenerator:
                 p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
                 profiles = reading.result()
                 ok = self._allowed(linked, profiles)
-            if not ok.any():
+            if not ok.any() and len(linked) > 1:
                 # fewer topics: the most confident one alone
                 best = max(range(len(linked)), key=lambda i: linked[i].confidence)
                 linked, profiles = [linked[best]], [profiles[best]]
                 p = self.scores(mask(text, [(linked[0].start, linked[0].end)]))
                 ok = self._allowed(linked, profiles)
+            none_p = float(p[-1])
             if not ok.any():
-                warnings.append("no learned template fits the relations at the linked topics: the most probable "
-                                "ones are used")
-                ok = self._by_topics == len(linked)
-            q = np.where(ok, p, 0.0)
-            total = q.sum()
-            conf = float(np.prod([t.confidence for t in linked]))
-            if total > 0:
-                q = q / total
+                why = ("no learned pattern fits the relations of " + ", ".join(repr(t.name) for t in linked)
+                       + " in the KG")
+            else:
+                q = np.where(ok, p[:-1], 0.0)  # the mass on templates that do not fit is not handed on
+                conf = float(np.prod([t.confidence for t in linked]))
                 for j in np.argsort(-q, kind="stable")[:beam]:
                     if q[j] <= 0:
                         break
-                    out.append((self.templates[j].fill([t.name for t in linked]), float(q[j]) * conf))
+                    out.append((self.templates[j].fill([t.name for t in linked]),
+                                self.ckpt.probability(float(q[j]), conf)))
                     used.append(self.templates[j])
+                    raw.append(float(q[j]))
+        if why:
+            warnings.append(why)
         t2 = time.perf_counter()
-        return Proposal(text, linked, out, used, {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings)
+        return Proposal(text, linked, out, used, {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings, why,
+                        none_p, raw, conf)
 
     def propose_claim(self, text: str) -> Proposal:
         """A claim's pattern: each linked entity in turn is the template's answer (its name in the answer slot),
         the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
+        check_text(text, self.max_chars, "claim")
         t0 = time.perf_counter()
         cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
         linked = self.ckpt.link.choose(cands, text, self.ckpt.link.max_topics + 1, min_topics=2)
         unknown = unknown_names(text, cands)
         t1 = time.perf_counter()
         best: tuple[float, Pattern, Template] | None = None
-        warnings: list[str] = []
+        why, none_p = None, 0.0
         if unknown:  # the claim names something the KG does not have: no pattern of the KG can say it
-            warnings.append("the claim names " + ", ".join(repr(u) for u in unknown) + ", which no entity of the KG "
-                            "is called")
+            why = "the claim names " + ", ".join(repr(u) for u in unknown) + ", which no entity of the KG is called"
         elif len(linked) < 2:
-            warnings.append("a claim needs two entities of the KG; found "
-                            + (", ".join(repr(t.mention) for t in linked) or "none"))
+            why = ("a claim needs two entities of the KG; found "
+                   + (", ".join(repr(t.mention) for t in linked) or "none"))
         else:
             profiles = self._profiles(linked)
             p = self.scores(mask(text, [(t.start, t.end) for t in linked]))
+            none_p = float(p[-1])
             conf = float(np.prod([t.confidence for t in linked]))
             for a in range(len(linked)):
                 topics = [t for i, t in enumerate(linked) if i != a]
                 ok = self._allowed(topics, [pr for i, pr in enumerate(profiles) if i != a], profiles[a])
                 if not ok.any():
                     continue
-                j = int(np.argmax(np.where(ok, p, -1.0)))
-                score = float(p[j]) * conf
+                j = int(np.argmax(np.where(ok, p[:-1], -1.0)))
+                score = self.ckpt.probability(float(p[j]), conf)
                 if best is None or score > best[0]:
                     tpl = self.templates[j]
                     pat = tpl.fill([t.name for t in topics])
@@ -365,11 +760,31 @@ class PatternGenerator:
                                                 for h, r, tl in pat.triples])
                     best = (score, pat, tpl)
             if best is None:
-                warnings.append("no learned template joins the claim's entities")
+                why = "no learned pattern joins the claim's entities"
         t2 = time.perf_counter()
         beam = [(best[1], best[0])] if best else []
         return Proposal(text, linked, beam, [best[2]] if best else [],
-                        {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings)
+                        {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, [why] if why else [], why, none_p)
+
+
+def cached_encode(encode: Callable[..., Any], size: int = 20_000) -> Callable[[Sequence[str]], Any]:
+    """``encode`` with a bounded cache of texts (question words repeat across questions)."""
+    cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def run(texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if missing:
+            for t, v in zip(missing, np.asarray(encode(missing), dtype=np.float32)):
+                cache[t] = v
+                if len(cache) > size:
+                    cache.popitem(last=False)
+        rows = []
+        for t in texts:
+            v = cache.get(t)
+            rows.append(v if v is not None else np.asarray(encode([t]), dtype=np.float32)[0])
+        return np.stack(rows)
+
+    return run
 
 
 

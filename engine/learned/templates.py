@@ -7,8 +7,9 @@ template fills into a :class:`~engine.retrieval.pattern.Pattern` with the linked
 (:meth:`Template.fill`), unknown nodes written ``UNKNOWN <type> <n>`` (the type where the KG has entity types).
 
 Templates come from a gold pattern (:meth:`Template.from_pattern`: synth records, the demo's questions, MetaQA's
-question types) or, for a question-answer pair whose data gives none, from the KG (:func:`derive_templates`: the
-shortest relation paths, up to 3 hops, from the topic to the answers, the one reaching most answers).
+question types) or, for a question-answer pair whose data gives none, from the KG (:func:`reaching_paths`: the
+relation paths, up to 3 hops, from the topic to the answers; :func:`path_reach`: how much else each reaches; the
+training chooses one per question across the training set, :func:`engine.learned.train.derive_candidates`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from engine.retrieval.retriever import normalize_name
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
 
-__all__ = ["Template", "derive_template", "MAX_HOPS"]
+__all__ = ["Template", "PathHit", "path_reach", "reaching_paths", "MAX_HOPS"]
 
 #: longest relation path derived from the KG for a question-answer pair
 MAX_HOPS = 3
 #: walks read per derivation query (a dense entity's 3-hop walks are cut there)
 DERIVE_CAP = 20_000
+#: entities counted per path for its precision (a path reaching more is as bad as one reaching this many)
+REACH_CAP = 5_000
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class Template:
 
     def key(self) -> str:
         return " ; ".join(f"{h} {r} {t}" for h, r, t in self.triples)
+
+    def skeleton(self) -> str:
+        """Its structure with the relations taken out (``T1 - U1 ; U1 - U2``: a chain of two, whichever)."""
+        return " ; ".join(f"{h} - {t}" for h, _, t in self.triples)
 
     def slot_relations(self, slot: str) -> set[tuple[str, bool]]:
         """``(relation name, leaves the slot)`` of the edges at ``slot``."""
@@ -112,24 +119,57 @@ def chain(relations: Sequence[str], outs: Sequence[bool], answer_type: str | Non
     return Template(triples, {nodes[-1]: answer_type} if answer_type else {})
 
 
-def derive_template(graph: GraphReader, topic: int, answers: Sequence[int], *,
-                    names: Mapping[str, str], max_hops: int = MAX_HOPS) -> tuple[Template, float] | None:
-    """The template of the shortest relation path (1 to ``max_hops`` hops) from entity ``topic`` to the
-    ``answers`` (eids) that reaches most of them, with the share it reaches; None when none is within reach. The
-    answer slot's type hint is the answers' most common entity type where the KG has entity types.
-    ``names``: relationship type -> relation name (the KG's catalog)."""
-    answers = [a for a in answers if a != topic]
+@dataclass(frozen=True)
+class PathHit:
+    """A relation path from a topic that reaches some of a question's answers: its template, relationship types
+    and directions (``outs``: the relationship leaves the walk's side), and how many of the ``answers`` it reaches."""
+
+    template: Template
+    types: tuple[str, ...]
+    outs: tuple[bool, ...]
+    reached: int
+    answers: int
+
+    @property
+    def recall(self) -> float:
+        return self.reached / self.answers
+
+
+def reaching_paths(graph: GraphReader, topic: int, answers: Sequence[int], *, names: Mapping[str, str],
+                   max_hops: int = MAX_HOPS) -> list[PathHit]:
+    """Every relation path of 1 to ``max_hops`` hops from entity ``topic`` that reaches some of the ``answers``
+    (eids), most reaching first (shorter first among equals), one read per length. The answer slot's type hint is
+    the answers' most common entity type where the KG has entity types. ``names``: relationship type -> relation
+    name (the KG's catalog)."""
+    answers = sorted({a for a in answers if a != topic})
     if not answers:
-        return None
+        return []
     types = sorted(names)
+    found: list[PathHit] = []
     for hops in range(1, max_hops + 1):
-        rows = graph.read_named(f"learned_paths_{hops}", topic=topic, answers=list(answers), types=types,
-                                cap=DERIVE_CAP)
-        if rows:
-            best = max(rows, key=lambda r: (r["reached"], [not o for o in r["outs"]], r["types"]))
-            rel = [names.get(t, t) for t in best["types"]]
-            # the answer's type hint: the answers' most common entity type, where the KG has types
-            typed = graph.read_named("learned_answer_types", eids=list(answers))
-            hint = str(typed[0]["type"]) if typed else None
-            return chain(rel, list(best["outs"]), hint), best["reached"] / len(set(answers))
-    return None
+        rows = graph.read_named(f"learned_paths_{hops}", topic=topic, answers=answers, types=types, cap=DERIVE_CAP)
+        for r in rows:
+            t, o = tuple(r["types"]), tuple(bool(x) for x in r["outs"])
+            found.append(PathHit(chain([names.get(x, x) for x in t], o), t, o, int(r["reached"]), len(answers)))
+    if not found:
+        return []
+    typed = graph.read_named("learned_answer_types", eids=answers)
+    if typed:
+        hint = str(typed[0]["type"])
+        found = [PathHit(Template(h.template.triples, {h.template.answer_slot(): hint}), h.types, h.outs, h.reached,
+                         h.answers) for h in found]
+    found.sort(key=lambda h: (-h.recall, len(h.types), h.template.key()))
+    return found
+
+
+def path_reach(graph: GraphReader, topic: int, hits: Sequence[PathHit], cap: int = REACH_CAP) -> list[int]:
+    """How many distinct entities each path reaches from ``topic`` (at most ``cap``), one read per length: what
+    a path's precision is measured by (a path through a year or a genre reaches its answers among thousands)."""
+    out = [0] * len(hits)
+    for hops in range(1, MAX_HOPS + 1):
+        paths = [{"i": i, "types": list(h.types), "outs": list(h.outs)} for i, h in enumerate(hits)
+                 if len(h.types) == hops]
+        if paths:
+            for r in graph.read_named(f"learned_path_reach_{hops}", topic=topic, paths=paths, cap=cap):
+                out[int(r["i"])] = int(r["reach"])
+    return out

@@ -36,7 +36,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Container, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from engine._config import MatchSettings
 from engine._cypher import cypher
@@ -165,9 +165,9 @@ def make_plan(pattern: Pattern, cands: Candidates) -> Plan:
 # ---------------------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class KGEdge:
-    """A KG relationship as stored: ``start -[type]-> end``."""
+class KGEdge(NamedTuple):
+    """A KG relationship as stored: ``start -[type]-> end`` (a named tuple: the search makes one per candidate
+    relationship, and a frozen dataclass costs several times as much to make and to hash)."""
 
     start: int
     type: str
@@ -199,6 +199,8 @@ class SearchStats:
     narrowed: dict[str, int] = field(default_factory=dict)
     deadline_hit: bool = False
     warnings: list[str] = field(default_factory=list)
+    #: the one-statement path: the cost tier that settled the top-k (1 = the narrowest), 0 elsewhere
+    tier: int = 0
 
     def merge(self, other: "SearchStats") -> None:
         self.queries += other.queries
@@ -210,6 +212,7 @@ class SearchStats:
         self.narrowed.update(other.narrowed)
         self.deadline_hit = self.deadline_hit or other.deadline_hit
         self.warnings.extend(other.warnings)
+        self.tier = max(self.tier, other.tier)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -232,47 +235,166 @@ _EXPAND = 0
 _DONE = 1
 
 
-class _HubSide:
-    """Per search: the total degree of each pattern node's candidates (what reaching them from their side costs)."""
+@dataclass(frozen=True)
+class Fetch:
+    """What one batch of expansions along a pattern edge asks of the graph (:meth:`ExpansionSource.fetch`).
 
-    __slots__ = ("degree",)
+    ``rows``: ``{"id", "h", "types"}`` (and ``"t"``, the entity the edge closes on, when ``step.closes``), one per
+    distinct expansion; ``types`` lists the relationship types the row wants, ``None`` any type. ``alt``: the
+    edge's candidate types written into the statement (small catalogs only; ``None``: untyped), ``allowed`` the
+    KG's catalog, ``forward`` the direction from the mapped node (``None``: either), ``cands`` the destination's
+    candidates (``None``: any entity) and ``cap`` the most relationships one row returns (a wildcard edge into a
+    wildcard node; ``None``: no cap).
+    """
 
-    def __init__(self) -> None:
-        self.degree: dict[str, int] = {}
+    step: Step
+    rows: list[dict[str, Any]]
+    alt: Sequence[str] | None
+    allowed: Container[str]
+    forward: bool | None
+    cands: list[int] | None
+    cap: int | None
 
 
-class Matcher:
-    """Best-first exact matcher over one KG (``graph``: an :class:`engine.stores.graph.GraphStore`, or any
-    :class:`~engine._protocols.CypherReader`)."""
+class ExpansionSource(Protocol):
+    """Where the best-first search reads the graph: the relationships of a batch of expansions, and the domains
+    that narrow unknown nodes. :class:`CypherExpansions` reads Neo4j; the in-process read replica
+    (:class:`engine.retrieval.replica.ReplicaExpansions`) answers the same calls from its arrays. Both return the
+    same rows for the same KG version (the order within a row may differ), so the search, its bound, its tie-break
+    and its result do not depend on the source."""
 
-    def __init__(self, graph: CypherReader, settings: MatchSettings | None = None) -> None:
+    #: names the source in a result's statistics (``"expand"``, ``"replica"``)
+    name: str
+
+    def fetch(self, f: Fetch, deadline: float, stats: SearchStats, memo: dict[str, Any]) -> dict[int, list[list[Any]]]:
+        """Row id -> its relationships ``[type, starts at h, other end's eid]`` (``memo``: per search, the
+        source's own)."""
+        ...
+
+    def neighbours(self, rows: list[dict[str, Any]], cap: int, deadline: float,
+                   stats: SearchStats) -> dict[int, list[int]]:
+        """For rows ``{"id", "cands", "types"}``: the distinct entities adjacent to any of ``cands`` through any of
+        ``types`` (``None``: any type), either direction; at least ``cap`` of them when there are that many."""
+        ...
+
+
+class CypherExpansions:
+    """The expansion path: one statement per batch of expansions along a pattern edge (``cypher/match_expand*``),
+    hubs above :data:`DENSE_DEGREE` reached from the candidates' side when that is cheaper."""
+
+    name = "expand"
+
+    def __init__(self, graph: CypherReader) -> None:
         self.graph = graph
-        self.settings = settings or MatchSettings()
 
-    # -- Cypher ----------------------------------------------------------------------------------------
-    def _expand_query(self, types: Sequence[str] | None, allowed: Container[str], forward: bool | None,
-                      closes: bool, filter_nodes: bool, capped: bool, dense: int | None = None) -> str:
+    @staticmethod
+    def statement(types: Sequence[str] | None, allowed: Container[str], forward: bool | None,
+                  closes: bool, filter_nodes: bool, capped: bool, dense: int | None = None) -> str:
         """One statement for a batch of states along one pattern edge
         (:func:`engine.retrieval.statements.expand_statement`: ``types`` checked against ``allowed``, the KG's
         catalog); every value is a parameter."""
         return expand_statement(types, allowed, forward, closes=closes, filter_nodes=filter_nodes,
                                 capped=capped, split=filter_nodes and dense is not None)
 
-    def _run(self, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise DeadlineExceeded("the query deadline expired")
-        import neo4j
+    def run(self, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
+        """The rows of a read, with what is left of the deadline as its timeout."""
+        return run_before(self.graph, query, params, deadline)
 
-        q = neo4j.Query(query, timeout=max(left, 0.001))
-        try:
-            return self.graph.read(q, **params)
-        except DeadlineExceeded as e:  # the graph store recognises a timeout by Neo4j's status code
+    def fetch(self, f: Fetch, deadline: float, stats: SearchStats, memo: dict[str, Any]) -> dict[int, list[list[Any]]]:
+        step = f.step
+        split = f.cands is not None and not step.closes
+        query = self.statement(f.alt, f.allowed, f.forward, step.closes, f.cands is not None, f.cap is not None,
+                               dense=DENSE_DEGREE if split else None)
+        params: dict[str, Any] = {"states": f.rows}
+        if f.cands is not None:
+            params["cands"] = f.cands
+        if f.cap is not None:
+            params["cap"] = f.cap
+        if split:
+            params["dense"] = DENSE_DEGREE
+        rows = self.run(query, params, deadline)
+        stats.queries += 1
+        # one record per row (a record per relationship costs the driver ~0.1 ms each)
+        hits_of: dict[int, list[list[Any]]] = {r["sid"]: r["hits"] for r in rows}
+        if split:
+            dense_rows = {r["sid"]: r["deg"] for r in rows if r["deg"] > DENSE_DEGREE}
+            if dense_rows:
+                by_id = {row["id"]: row for row in f.rows}
+                hubs: dict[str, int] = memo.setdefault("candidate_degree", {})
+                hits_of.update(self._expand_hubs(f, [by_id[sid] for sid in dense_rows], sum(dense_rows.values()),
+                                                 deadline, stats, hubs))
+        return hits_of
+
+    def _expand_hubs(self, f: Fetch, rows_in: list[dict[str, Any]], degree: int, deadline: float,
+                     stats: SearchStats, hubs: dict[str, int]) -> dict[int, list[list[Any]]]:
+        """Hits of expansions whose sources have more than DENSE_DEGREE relationships (``degree`` in all).
+
+        When the candidates of ``step.dst`` have fewer relationships in all than those sources, the
+        relationships between them and the sources are fetched from the candidates' side; each source then
+        takes its own, filtered by its types and the edge's direction. Otherwise the sources are expanded as
+        usual. The rows are the same either way. ``hubs``: per search, the candidates' total degree by pattern node.
+        """
+        step, dst_eids, forward = f.step, f.cands or [], f.forward
+        cand_degree = hubs.get(step.dst)
+        if cand_degree is None:
+            res = self.run(cypher("candidates_degree"), {"cands": dst_eids}, deadline)
+            stats.queries += 1
+            cand_degree = hubs[step.dst] = int(res[0]["degree"] or 0) if res else 0
+        if cand_degree >= degree * CANDIDATE_SIDE_RATIO:
+            query = self.statement(f.alt, f.allowed, forward, False, True, False)
+            res = self.run(query, {"states": rows_in, "cands": dst_eids}, deadline)
+            stats.queries += 1
+            return {r["sid"]: r["hits"] for r in res}
+        res = self.run(cypher("expand_from_candidates"),
+                       {"cands": dst_eids, "srcs": sorted({row["h"] for row in rows_in})}, deadline)
+        stats.queries += 1
+        side: dict[int, list[list[Any]]] = {r["h"]: r["hits"] for r in res}
+        stats.from_candidates += len(rows_in)
+        out: dict[int, list[list[Any]]] = {}
+        for row in rows_in:
+            types = row["types"]
+            keep = set(types) if types is not None else None
+            # (a self-loop matches either direction)
+            out[row["id"]] = [x for x in side.get(row["h"], ()) if (keep is None or x[0] in keep)
+                              and (forward is None or x[1] == forward or x[2] == row["h"])]
+        return out
+
+    def neighbours(self, rows: list[dict[str, Any]], cap: int, deadline: float,
+                   stats: SearchStats) -> dict[int, list[int]]:
+        res = self.run(cypher("domain_neighbours"), {"rows": rows, "cap": cap}, deadline)
+        stats.queries += 1
+        return {r["id"]: r["eids"] for r in res}
+
+
+def run_before(graph: CypherReader, query: str, params: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
+    """The rows of a read through ``graph``, with what is left of ``deadline`` (``time.monotonic()``) as its
+    timeout; a read stopped by it, or stopped otherwise once it had passed, is :class:`DeadlineExceeded`."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the query deadline expired")
+    import neo4j
+
+    q = neo4j.Query(query, timeout=max(left, 0.001))
+    try:
+        return graph.read(q, **params)
+    except DeadlineExceeded as e:  # the graph store recognises a timeout by Neo4j's status code
+        raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
+    except StoreError as e:
+        if time.monotonic() >= deadline:  # stopped otherwise (terminated) once the deadline had passed
             raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
-        except StoreError as e:
-            if time.monotonic() >= deadline:  # stopped otherwise (terminated) once the deadline had passed
-                raise DeadlineExceeded(f"the query deadline expired during graph search ({e})") from e
-            raise
+        raise
+
+
+class Matcher:
+    """Best-first exact matcher over one KG (``graph``: an :class:`engine.stores.graph.GraphStore`, or any
+    :class:`~engine._protocols.CypherReader`), reading the graph through ``source`` (default: the expansion
+    path, :class:`CypherExpansions` over ``graph``)."""
+
+    def __init__(self, graph: CypherReader, settings: MatchSettings | None = None, *,
+                 source: ExpansionSource | None = None) -> None:
+        self.graph = graph
+        self.settings = settings or MatchSettings()
+        self.source: ExpansionSource = source if source is not None else CypherExpansions(graph)
 
     # -- best-first ------------------------------------------------------------------------------------
     def iter_matches(self, pattern: Pattern, cands: Candidates, *, deadline: float | None = None,
@@ -312,7 +434,7 @@ class Matcher:
         heap: list[tuple[float, int, tuple[Any, ...], int, int, Any]] = []
         counter = itertools.count()
         cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]] = {}
-        hubs = _HubSide()
+        memo: dict[str, Any] = {}  # the source's own, per search
 
         def push_state(state: _State) -> None:
             if state.step == len(steps):
@@ -375,7 +497,7 @@ class Matcher:
             try:
                 for i, group in by_step.items():
                     for child in self._expand(steps[i], group, cands, all_types, distinct, known, directed,
-                                              wildcard_rel[i], deadline, stats, cache, hubs):
+                                              wildcard_rel[i], deadline, stats, cache, memo):
                         push_state(child)
             except DeadlineExceeded:
                 stats.deadline_hit = True
@@ -387,7 +509,7 @@ class Matcher:
                 all_types: list[str], distinct: str, known: frozenset[str], directed: bool, wildcard_rel: bool,
                 deadline: float, stats: SearchStats,
                 cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]],
-                hubs: _HubSide) -> Iterator[_State]:
+                memo: dict[str, Any]) -> Iterator[_State]:
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]
@@ -423,26 +545,9 @@ class Matcher:
                 if step.closes:
                     row["t"] = td
                 rows_in.append(row)
-            split = dst_c is not None and not step.closes
-            query = self._expand_query(alt, cands.type_names, forward, step.closes, dst_c is not None, capped,
-                                       dense=DENSE_DEGREE if split else None)
-            params: dict[str, Any] = {"states": rows_in}
-            if dst_c is not None:
-                params["cands"] = list(dst_c)
-            if capped:
-                params["cap"] = st.degree_cap + 1
-            if split:
-                params["dense"] = DENSE_DEGREE
-            rows = self._run(query, params, deadline)
-            stats.queries += 1
-            # one record per row (a record per relationship costs the driver ~0.1 ms each)
-            hits_of: dict[int, list[list[Any]]] = {r["sid"]: r["hits"] for r in rows}
-            if split:
-                dense_rows = {r["sid"]: r["deg"] for r in rows if r["deg"] > DENSE_DEGREE}
-                if dense_rows:
-                    hits_of.update(self._expand_hubs(step, [rows_in[sid] for sid in dense_rows],
-                                                     sum(dense_rows.values()), params["cands"], alt,
-                                                     cands.type_names, forward, deadline, stats, hubs))
+            fetch = Fetch(step, rows_in, alt, cands.type_names, forward, list(dst_c) if dst_c is not None else None,
+                          st.degree_cap + 1 if capped else None)
+            hits_of = self.source.fetch(fetch, deadline, stats, memo)
             for sid, (h, td) in enumerate(keys):
                 hits = hits_of.get(sid, [])
                 stats.rows += len(hits)
@@ -459,7 +564,7 @@ class Matcher:
                     stats.warnings.append(
                         f"degree cap {st.degree_cap} reached expanding a wildcard edge: results may miss subgraphs")
             h = state.nodes[step.src]
-            seen: set[tuple[str, int, int]] = set()
+            seen: set[KGEdge] = set()
             if step.closes or distinct == "none":
                 used_nodes = None
             elif distinct == "nodes":
@@ -468,17 +573,15 @@ class Matcher:
                 dst_known = step.dst in known
                 used_nodes = {e for n, e in state.nodes.items() if (n in known) != dst_known}
             used_edges = set(state.edges.values()) if distinct != "none" else None
+            closing = state.nodes[step.dst] if step.closes else None
+            # the cheap filters first (type, then the other end); each depends on (type, other end) only, so a
+            # relationship that comes back twice (an undirected self-loop) is kept or dropped alike both times
             for rtype, out, t in got:
-                start, end = (h, t) if out else (t, h)
-                kge = KGEdge(start, rtype, end)
-                sig = (rtype, start, end)
-                if sig in seen:  # an undirected self-loop can come back twice
+                rd = rel_c.get(rtype)
+                if rd is None:
                     continue
-                seen.add(sig)
-                if used_edges is not None and kge in used_edges:
-                    continue
-                if step.closes:
-                    if t != state.nodes[step.dst]:
+                if closing is not None:
+                    if t != closing:
                         continue
                     node_cost = 0.0
                 else:
@@ -491,49 +594,19 @@ class Matcher:
                         if nd is None:
                             continue
                         node_cost = nd
-                rd = rel_c.get(rtype)
-                if rd is None:
+                start, end = (h, t) if out else (t, h)
+                kge = KGEdge(start, rtype, end)
+                if kge in seen:  # an undirected self-loop can come back twice
                     continue
-                nodes = state.nodes if step.closes else {**state.nodes, step.dst: t}
+                seen.add(kge)
+                if used_edges is not None and kge in used_edges:
+                    continue
+                nodes = state.nodes if closing is not None else {**state.nodes, step.dst: t}
                 edges = {**state.edges, edge_key: kge}
                 # against the pattern's direction (undirected mode): counted for the tie-break
                 rev = state.rev + (out != step.forward and start != end)
                 yield _State(state.cost + rd + node_cost, state.step + 1, nodes, edges,
                              state.key + (rtype, start, end), rev)
-
-    def _expand_hubs(self, step: Step, rows_in: list[dict[str, Any]], degree: int, dst_eids: list[int],
-                     alt: Sequence[str] | None, allowed: Container[str], forward: bool | None, deadline: float,
-                     stats: SearchStats, hubs: _HubSide) -> dict[int, list[list[Any]]]:
-        """Hits of expansions whose sources have more than DENSE_DEGREE relationships (``degree`` in all).
-
-        When the candidates of ``step.dst`` have fewer relationships in all than those sources, the
-        relationships between them and the sources are fetched from the candidates' side; each source then
-        takes its own, filtered by its types and the edge's direction. Otherwise the sources are expanded as
-        usual. The rows are the same either way.
-        """
-        cand_degree = hubs.degree.get(step.dst)
-        if cand_degree is None:
-            res = self._run(cypher("candidates_degree"), {"cands": dst_eids}, deadline)
-            stats.queries += 1
-            cand_degree = hubs.degree[step.dst] = int(res[0]["degree"] or 0) if res else 0
-        if cand_degree >= degree * CANDIDATE_SIDE_RATIO:
-            query = self._expand_query(alt, allowed, forward, False, True, False)
-            res = self._run(query, {"states": rows_in, "cands": dst_eids}, deadline)
-            stats.queries += 1
-            return {r["sid"]: r["hits"] for r in res}
-        res = self._run(cypher("expand_from_candidates"),
-                        {"cands": dst_eids, "srcs": sorted({row["h"] for row in rows_in})}, deadline)
-        stats.queries += 1
-        side: dict[int, list[list[Any]]] = {r["h"]: r["hits"] for r in res}
-        stats.from_candidates += len(rows_in)
-        out: dict[int, list[list[Any]]] = {}
-        for row in rows_in:
-            types = row["types"]
-            keep = set(types) if types is not None else None
-            # (a self-loop matches either direction)
-            out[row["id"]] = [x for x in side.get(row["h"], ()) if (keep is None or x[0] in keep)
-                              and (forward is None or x[1] == forward or x[2] == row["h"])]
-        return out
 
     # -- domains -------------------------------------------------------------------------------------
     def _narrow(self, pattern: Pattern, cands: Candidates, deadline: float, stats: SearchStats) -> Candidates:
@@ -564,14 +637,12 @@ class Matcher:
                 rows.append({"id": len(rows), "cands": list(cands.nodes[u] or ()),
                              "types": None if len(rel) >= n_types else sorted(rel)})
                 owner.append(v)
-        res = self._run(cypher("domain_neighbours"), {"rows": rows, "cap": DOMAIN_CAP}, deadline)
-        stats.queries += 1
+        found = self.source.neighbours(rows, DOMAIN_CAP, deadline, stats)
         sets: dict[str, set[int] | None] = {}
-        for r in res:
-            eids = r["eids"]
+        for rid, eids in sorted(found.items()):
             if len(eids) >= DOMAIN_CAP:
                 continue  # capped: this neighbour does not narrow
-            v = owner[r["id"]]
+            v = owner[rid]
             cur = sets.get(v)
             sets[v] = set(eids) if cur is None else (cur & set(eids))
         if not sets:

@@ -6,21 +6,26 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine._config import MatchSettings
+from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
 from engine._timing import ms
 from engine.linking.names import NameMatch, normalize_name
 from engine.linking.search import lookup_written, name_candidates
-from engine.retrieval.matcher import Candidates, Match, Matcher, SearchStats
+from engine.retrieval.matcher import Candidates, Match, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
 from engine.stores.version import Cached, VersionWatch
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+
+    # (imported where used: the replica's module loads numpy, which importing the package must not)
+    from engine.retrieval.graph_paths import EntityReader, GraphPath
+    from engine.retrieval.replica import GraphReplica, VersionKey
 
     from engine._protocols import GraphReader, RelationRow, TextEmbedder, VectorIndex
 
@@ -53,7 +58,8 @@ class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
     def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
-                 text_cache_size: int = TEXT_CACHE_SIZE, watch: VersionWatch | None = None) -> None:
+                 text_cache_size: int = TEXT_CACHE_SIZE, watch: VersionWatch | None = None,
+                 graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
         self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
@@ -61,6 +67,13 @@ class Retriever:
         self._has_aliases = Cached(self.watch, lambda: getattr(self.vectors, "search_aliases", None) is not None
                                    and self.vectors.count("aliases") > 0)
         self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
+        #: the graph read replica's memory guard (MB; 0: no replica): see engine.retrieval.graph_paths
+        self.graph_cache_mb = graph_cache_mb
+        #: a named node whose text is exactly an entity's name (embedded from that name alone) takes the entity's
+        #: stored vector instead of an embedding (needs a fresh replica: see GraphReplica.name_vector_ids)
+        self.name_vectors = True
+        self._version_key: VersionKey | None = None  # the KG's version as the last query read it
+        self._reader: Any = None  # worker threads: the version is read while a query embeds and searches
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         #: texts of :meth:`encode` found in its cache, and embedded (counters for the service's metrics)
@@ -75,17 +88,45 @@ class Retriever:
         depend on the KG."""
         self.watch.forget()
 
-    def forget_text(self, text: str) -> None:
-        """Drop one text's cached embedding, so that the next retrieval embeds it again (as for a text never seen:
-        what a measurement of a first question needs)."""
+    def forget_text(self, *texts: str) -> None:
+        """Drop these texts' cached embeddings, so that the next retrieval embeds them again (as for a text never
+        seen: what a measurement of a first question needs, or of one question asked several ways)."""
         with self._text_lock:
-            self._text_cache.pop(text, None)
+            for text in texts:
+                self._text_cache.pop(text, None)
 
-    def check_version(self) -> int | None:
-        """Read the KG's version (one small read) and drop the caches built on an earlier one, whoever changed the
-        KG (this process or another); returns its sequence number (None for a graph without versions)."""
-        v = self.watch.check()
-        return None if v is None else int(v["seq"])
+    def check_version(self, ahead: Future[Any] | None = None) -> int | None:
+        """Read the KG's version (one small read; ``ahead``: a read already under way, :meth:`_version_ahead`) and
+        drop the caches built on an earlier one, whoever changed the KG (this process or another); returns its
+        sequence number (None for a graph without versions)."""
+        v = ahead.result() if ahead is not None else self.watch.check()
+        if v is None:
+            return None
+        from engine.retrieval.replica import version_key
+
+        self._version_key = version_key(self.graph.kg, dict(v))
+        return int(v["seq"])
+
+    def _version_ahead(self) -> Future[Any] | None:
+        """The version read (:meth:`VersionWatch.check`), started in a worker thread: the query's embedding and vector
+        search run meanwhile on the version the last query read, and are done again in the rare case that the read
+        finds a newer one."""
+        if getattr(self.graph, "version", None) is None:
+            return None
+        with self._text_lock:
+            if self._reader is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._reader = ThreadPoolExecutor(max_workers=4, thread_name_prefix="isorag-version")
+        future: Future[Any] = self._reader.submit(self.watch.check)
+        return future
+
+    def graph_path(self, settings: MatchSettings | None = None) -> GraphPath:
+        """The path of the graph stage for a query on the version :meth:`check_version` read last (the replica only
+        when it was built on exactly that version; :func:`engine.retrieval.graph_paths.choose_path`)."""
+        from engine.retrieval.graph_paths import choose_path
+
+        return choose_path(self.graph, self._version_key, settings or self.settings, self.graph_cache_mb)
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
         """The KG's relation vectors, fetched once per version: relation candidates are then exact and local."""
@@ -104,8 +145,9 @@ class Retriever:
             return rids, mat
         return cached[1], cached[2]
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
-        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached.
+    def encode(self, texts: Sequence[str], *, given: Mapping[str, np.ndarray] | None = None) -> np.ndarray | None:
+        """Embeddings of pattern texts; relation and node texts repeat across queries, so they are cached
+        (``given``: vectors some texts already have, used as they are and not cached here).
 
         Thread-safe: the vectors are taken out under the lock, so another thread's eviction cannot lose them.
         """
@@ -114,10 +156,12 @@ class Retriever:
         import numpy as np
 
         unique = list(dict.fromkeys(texts))
-        got: dict[str, np.ndarray] = {}
+        got: dict[str, np.ndarray] = dict(given or {})
         cache = self._text_cache
         with self._text_lock:
             for t in unique:
+                if t in got:
+                    continue
                 v = cache.get(t)
                 if v is not None:
                     cache.move_to_end(t)
@@ -135,11 +179,33 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
+    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
+        """The stored vectors of the texts (not in the text cache) that are exact entity names (one Milvus read for
+        them all), instead of embeddings: the load embedded those very texts."""
+        with self._text_lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        ids = replica.name_vector_ids(missing) if missing else {}
+        if not ids:
+            return {}
+        got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
+        return {text: got[eid] for text, eid in ids.items() if eid in got}
+
+    def _remember(self, vectors: Mapping[str, np.ndarray]) -> None:
+        with self._text_lock:
+            for text, v in vectors.items():
+                self._text_cache[text] = v
+                self._text_cache.move_to_end(text)
+
     def has_types(self) -> bool:
         """Whether the KG has entity types (cached while its version stays)."""
         return self._has_types.get()
 
-    def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float]) -> Candidates:
+    def candidates(self, pattern: Pattern, settings: MatchSettings, timings: dict[str, float],
+                   path: GraphPath | None = None, *, stash: dict[str, np.ndarray] | None = None) -> Candidates:
+        """The candidates of each pattern item: named nodes and known relations from one embedding call and one
+        vector search, typed unknowns from their types' entities. With ``path`` on a replica (and ``stash``), a named
+        node whose text is an entity's exact name takes that entity's stored vector, put into ``stash`` (cached by
+        the caller once the replica proved fresh)."""
         catalog = self.graph.relation_catalog()
         if not catalog:
             raise PatternError(f"KG {self.graph.kg!r} has no relations: load a KG first")
@@ -156,10 +222,14 @@ class Retriever:
                             typed[n.id] = n.type_hint
         type_texts = sorted(set(typed.values()))
         # the search by spelling needs no vector: it runs in Neo4j while the texts are embedded and searched in Milvus
-        spelled = self._reader().submit(lookup_written, self.graph, node_texts) if node_texts else None
+        spelled = self._names_pool().submit(lookup_written, self.graph, node_texts) if node_texts else None
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
-        vecs = self.encode(texts)
+        given = (self._stored_vectors(node_texts, path.replica)
+                 if self.name_vectors and path is not None and path.replica is not None and stash is not None else {})
+        if stash is not None:
+            stash.update(given)
+        vecs = self.encode(texts, given=given)
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         vec_hits: list[dict[int, float]] = []
@@ -202,16 +272,20 @@ class Retriever:
                 names[n.id] = got
             elif n.id in typed:
                 limit = TYPE_CANDIDATE_LIMIT
-                rows = self.graph.read_named("entities_of_types", tids=type_hits.get(typed[n.id], []),
-                                             limit=limit + 1)
-                if len(rows) > limit:  # the lowest eids are kept (the query orders them): a cut, said as one
-                    rows = rows[:limit]
+                tids = type_hits.get(typed[n.id], [])
+                if path is not None and path.replica is not None:
+                    of_type = path.replica.entities_of_types(tids, limit + 1)
+                else:
+                    of_type = [r["eid"] for r in self.graph.read_named("entities_of_types", tids=tids,
+                                                                       limit=limit + 1)]
+                if len(of_type) > limit:  # the lowest eids are kept (the query orders them): a cut, said as one
+                    of_type = of_type[:limit]
                     cut[n.id] = (f"candidates of {n.id!r} (entities of type {typed[n.id]!r}) cut at {limit:,}: "
                                  "the result is not exact; name the node or narrow its type")
-                nodes[n.id] = {r["eid"]: 0.0 for r in rows}
+                nodes[n.id] = {eid: 0.0 for eid in of_type}
             else:
                 nodes[n.id] = None
-        timings["graph"] = time.perf_counter() - t2
+        timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t2
         relations = {}
         for e in pattern.edges:
             relations[e.index] = (rel_hits.get(e.relation, {}) if e.relation is not None
@@ -236,7 +310,8 @@ class Retriever:
             out = [dict(sorted(got.items(), key=lambda kv: (kv[1], kv[0]))[:k]) for got in out]
         return out
 
-    def _reader(self) -> Any:
+    def _names_pool(self) -> Any:
+        """Worker threads that read names by spelling while the texts are embedded and searched by meaning."""
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -260,20 +335,43 @@ class Retriever:
         t_start = time.perf_counter()
         deadline = time.monotonic() + settings.deadline_s
         timings: dict[str, float] = {}
-        version = self.check_version()
-        cands = self.candidates(pat, settings, timings)
+        # The version is read (one small read) while the candidates are made on the version the last query read;
+        # what depends on it (the relation catalog, the replica's names and vectors, the path) is made again when
+        # the read finds the KG changed. The replica serves only a query whose version it was built on.
+        guess, stamp = self._version_key, self.watch.stamp  # (read before the version read starts)
+        ahead = self._version_ahead()
+        stash: dict[str, np.ndarray] = {}
         t0 = time.perf_counter()
-        matcher = Matcher(self.graph, settings)
-        matches, stats = matcher.top_k(pat, cands, k, deadline=deadline)
-        result = self.build_result(pat, matches, cands, stats)
+        path = self.graph_path(settings)
+        timings["graph"] = time.perf_counter() - t0
+        cands = self.candidates(pat, settings, timings, path, stash=stash)
+        t0 = time.perf_counter()
+        version = self.check_version(ahead)
+        timings["version"] = time.perf_counter() - t0
+        if self._version_key != guess:
+            t0 = time.perf_counter()
+            redo = (stamp is not None and self.watch.stamp != stamp) or path.replica is not None
+            path = self.graph_path(settings)
+            timings["graph"] += time.perf_counter() - t0
+            if redo:
+                stash.clear()
+                cands = self.candidates(pat, settings, timings, path, stash=stash)
+        self._remember(stash)
+        t0 = time.perf_counter()
+        matches, stats, entities, served = path.top_k(pat, cands, k, settings, deadline=deadline)
+        result = self.build_result(pat, matches, cands, stats, entities)
         result.kg_version = version
+        result.stats["graph_path"] = served
+        result.stats["replica"] = path.info()
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
         result.timings = {k2: ms(v) for k2, v in timings.items()}
         return result
 
     def build_result(self, pat: Pattern, matches: Sequence[Match], cands: Candidates,
-                     stats: SearchStats) -> RetrievalResult:
+                     stats: SearchStats, entities: EntityReader | None = None) -> RetrievalResult:
+        """The result of a search: subgraphs with names (``entities``: where they are read, default the graph),
+        answers, bindings, the name check of named nodes, warnings."""
         # the nearest candidates of each named node, read in the same query, tell whether its text is a name
         nearest: dict[str, list[tuple[int, float]]] = {}
         for n in pat.known_nodes:
@@ -283,7 +381,7 @@ class Retriever:
         eids = sorted({eid for m in matches for eid in m.nodes.values()}
                       | {x for m in matches for e in m.edges.values() for x in (e.start, e.end)}
                       | {eid for near in nearest.values() for eid, _ in near})
-        rows = self.graph.entities(eids) if eids else {}
+        rows = (entities or self.graph.entities)(eids) if eids else {}
         ent = {eid: Entity(eid, r.get("name") or r.get("key") or str(eid), r.get("key") or "")
                for eid, r in rows.items()}
         for eid in eids:
@@ -323,11 +421,12 @@ class Retriever:
                 got = replace(got, name=ent[got.eid].name, matched=ent[got.eid].name)
             matched[text] = got
         for text, near in nearest.items():
-            want = normalize_name(text)
+            raw = {x for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
+            if text in raw:  # the text is a name as written (the normal forms then agree too)
+                continue
             how = next((cands.names.get(n.id) or {} for n in pat.known_nodes if n.text == text), {})
-            names = {normalize_name(x) for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
-            names |= {normalize_name(m.matched) for m in how.values()}
-            if want not in names:
+            names = {normalize_name(x) for x in raw} | {normalize_name(m.matched) for m in how.values()}
+            if normalize_name(text) not in names:
                 unmatched[text] = [(ent[eid].name, round(d, 4)) for eid, d in near[:UNMATCHED_CLOSEST]]
         # first: the subgraphs below hold stand-ins for these names
         warnings = ([unmatched_warning(t, c) for t, c in unmatched.items()] + list(cands.cut.values())
@@ -336,5 +435,6 @@ class Retriever:
         return RetrievalResult(pat, subgraphs, answers, bindings, {}, warnings, exact,
                                {"queries": stats.queries, "rows": stats.rows, "expansions": stats.expansions,
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
-                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit},
+                                "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit,
+                                "tier": stats.tier},
                                unmatched, names=matched)

@@ -1,8 +1,9 @@
 """Statements generated per call: each builder picks templates from ``cypher/`` and fills their slots through
 :func:`engine._cypher.render`, with identifiers validated against the KG's catalog; every value stays a parameter.
 
-The matcher's expansions (:func:`expand_statement`), the exhaustive matching oracle (:func:`oracle_statement`)
-and a synthetic sample's own query (:func:`answer_statement`) are built here, and nowhere else.
+The matcher's expansions (:func:`expand_statement`), the exhaustive matching oracle (:func:`oracle_statement`),
+the one-statement path's statement (:func:`match_statement`) and a synthetic sample's own query
+(:func:`answer_statement`) are built here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -93,6 +94,50 @@ def oracle_statement(pattern: Pattern, cands: CandidateSets, allowed: Container[
     columns += [render("oracle_rel_column", triple=render("triple_of", rel=r), rel=r) for r in rel.values()]
     return render("oracle", match=match, conditions=_conditions(where), gsd=joined(terms, " + "),
                   columns=joined(columns, ", "))
+
+
+def match_statement(pattern: Pattern, filtered_nodes: Container[str], tiers: Sequence[Container[int]], *,
+                    distinct: str, directed: bool) -> Fragment:
+    """The one-statement path's statement for a connected ``pattern`` (``cypher/match_statement.cypher``), one
+    ``match_statement_tier`` block per cost tier.
+
+    Node ``i`` of the pattern is ``n<i>``, edge ``j`` is ``r<j>``, tier ``t`` reads the map ``$tier<t>``. A node in
+    ``filtered_nodes`` is bound to one of the first ``$tier<t>.k_n<i>`` of ``$c_n<i>`` (candidates nearest first)
+    and, when known, costs ``$d_n<i>[eid as text]``; an edge in ``tiers[t]`` takes one of the first
+    ``$tier<t>.k_r<j>`` of ``$t_r<j>`` (any other edge any type) and costs ``$d_r<j>[type]``. Relationships are
+    untyped in the pattern, so that the text depends on the pattern's shape and never on its candidates (Neo4j
+    plans each new text once)."""
+    var = {nid: variable("n", i) for i, nid in enumerate(pattern.nodes)}
+    rel = {e.index: variable("r", e.index) for e in pattern.edges}
+    untyped = rel_types((), ())
+    parts = [_edge(var[e.head], rel[e.index], var[e.tail], untyped, True if directed else None)
+             for e in pattern.edges]
+    if distinct != "none":
+        match = render("match_clause", patterns=joined(parts, ", "))
+    else:
+        match = joined([render("match_clause", patterns=p) for p in parts], "\n")
+    apart: list[Fragment] = []
+    if distinct == "nodes":
+        vs = list(var.values())
+        apart = [render("distinct_pair", a=a, b=b) for i, a in enumerate(vs) for b in vs[i + 1:]]
+    elif distinct == "edges":
+        apart = [render("distinct_pair", a=var[k.id], b=var[u.id])
+                 for k in pattern.known_nodes for u in pattern.unknown_nodes]
+    terms = [render("oracle_node_cost", node=var[n.id]) for n in pattern.known_nodes]
+    terms += [render("oracle_rel_cost", rel=r) for r in rel.values()]
+    gsd = joined(terms, " + ") if terms else render("statement_zero")
+    nodes = render("statement_list", items=joined([render("statement_eid", node=v) for v in var.values()], ", "))
+    rels = render("statement_list", items=joined([render("triple_of", rel=r) for r in rel.values()], ", "))
+    blocks = []
+    for t, typed in enumerate(tiers):
+        tier = variable("tier", t)
+        where = [render("statement_in_candidates", node=v, tier=tier) for nid, v in var.items()
+                 if nid in filtered_nodes]
+        where += [render("statement_in_types", rel=rel[e.index], tier=tier) for e in pattern.edges
+                  if e.index in typed]
+        blocks.append(render("match_statement_tier", match=match, conditions=_conditions(where + apart),
+                             nodes=nodes, rels=rels, gsd=gsd, tier=tier))
+    return render("match_statement", tiers=joined(blocks, "\n"))
 
 
 def answer_statement(edges: Sequence[tuple[int, int, str, int]], answer: int, seeds: Sequence[int],

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar, overload
 
 from engine._config import Neo4jSettings, check_kg_name
 from engine._cypher import cypher, identifier, render
@@ -25,6 +25,7 @@ from engine.stores.version import Cached, VersionWatch
 if TYPE_CHECKING:  # pragma: no cover - the driver loads at first use
     import neo4j
 
+_T = TypeVar("_T")
 _DRIVERS: dict[tuple[str, str, str], neo4j.Driver] = {}
 _DRIVERS_LOCK = threading.Lock()
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]+")
@@ -244,7 +245,7 @@ class GraphStore:
                 raise self._translate(e) from e
         raise AssertionError("unreachable")
 
-    def read_one(self, query: str, **params: Any) -> Any:
+    def read_one(self, query: str | neo4j.Query, **params: Any) -> Any:
         """The first column of the first row of a read-only statement, as the driver decodes it (no per-row dict,
         no conversion pass: a statement that collects a large list into one row sends it fastest)."""
         import neo4j
@@ -255,6 +256,20 @@ class GraphStore:
                                       default_access_mode=neo4j.READ_ACCESS) as session:
                 rec = session.run(query, params).single(strict=True)
                 return rec[0]
+        except (nex.Neo4jError, nex.DriverError, OSError) as e:
+            raise self._translate(e) from e
+
+    def read_stream(self, query: str, consume: Callable[[Iterable[Any]], _T], **params: Any) -> _T:
+        """``consume(records)`` over the records of a read-only statement as they arrive (a read-mode auto-commit
+        transaction; each record indexable by column): one read of a large result without holding its rows.
+        Not retried (``consume`` may have used part of it)."""
+        import neo4j
+        from neo4j import exceptions as nex
+
+        try:
+            with self._driver.session(database=self.settings.database,
+                                      default_access_mode=neo4j.READ_ACCESS, fetch_size=5_000) as session:
+                return consume(session.run(query, params))
         except (nex.Neo4jError, nex.DriverError, OSError) as e:
             raise self._translate(e) from e
 

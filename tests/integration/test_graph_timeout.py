@@ -11,7 +11,7 @@ import pytest
 from engine._config import Neo4jSettings
 from engine._errors import DeadlineExceeded
 from engine.stores.graph import TIMEOUT_CODES, GraphStore
-from engine.retrieval.matcher import Matcher
+from engine.retrieval.matcher import CypherExpansions
 
 SLOW = "UNWIND range(1, 2000000000) AS x RETURN sum(x * x) AS s"  # tens of seconds of work on any server
 
@@ -33,7 +33,7 @@ def test_a_read_past_its_timeout_is_deadline_exceeded(graph: GraphStore) -> None
 
 def test_the_matcher_reports_the_deadline(graph: GraphStore) -> None:
     with pytest.raises(DeadlineExceeded, match="during graph search"):
-        Matcher(graph)._run(SLOW, {}, time.monotonic() + 0.3)
+        CypherExpansions(graph).run(SLOW, {}, time.monotonic() + 0.3)
 
 
 def test_other_errors_stay_store_errors(graph: GraphStore) -> None:

@@ -102,7 +102,8 @@ def test_a_self_loop_reached_from_the_candidates_side_matches_either_direction(e
     import engine.retrieval.matcher as matching
 
     pat = {"triples": [["solo", "likes", "Solo"], ["Fan", "likes", "Solo"]]}  # "solo" embeds as "Solo"
-    kw: dict[str, Any] = {"k": 5, "k_node": 1, "k_rel": 1, "injective": "none", "directed": True}
+    kw: dict[str, Any] = {"k": 5, "k_node": 1, "k_rel": 1, "injective": "none", "directed": True,
+                          "graph": "expand"}  # the hub handling of the expansion path
     usual = eng.retrieve(pat, **kw)
     monkeypatch.setattr(matching, "DENSE_DEGREE", 0)  # every source a hub ...
     monkeypatch.setattr(matching, "CANDIDATE_SIDE_RATIO", 1e9)  # ... always read from its candidates' side

@@ -244,8 +244,8 @@ def test_conjunction_narrows_the_unknown_and_stays_exact(make_engine: Any) -> No
     recs += [TripleRecord(f"Film {i}", "directed_by", "Bo Chan", 100 + i) for i in range(25, 40)]
     BulkLoader(eng.graph, eng.vectors, eng.embedder, progress=False).load_records(recs, LoadSummary())
     pat = {"triples": [["UNKNOWN movie 1", "starred_actors", "Ann Lee"], ["UNKNOWN movie 1", "directed_by", "Bo Chan"]]}
-    on = eng.retrieve(pat, k=5, k_node=1, k_rel=1)
-    off = eng.retrieve(pat, k=5, k_node=1, k_rel=1, narrow=False)
+    on = eng.retrieve(pat, k=5, k_node=1, k_rel=1, graph="expand")
+    off = eng.retrieve(pat, k=5, k_node=1, k_rel=1, narrow=False, graph="expand")
     assert on.stats["narrowed"] == {"UNKNOWN movie 1": 5} and off.stats["narrowed"] == {}
     assert sorted(a.entity.name for a in on.answers) == [f"Film {i}" for i in range(25, 30)]
     assert [(s.gsd, sorted(s.mapping.items())) for s in on.subgraphs] \
@@ -269,9 +269,9 @@ def test_hub_sources_are_reached_from_the_candidates_side(make_engine: Any, monk
                                       ["Big Studio", "produced", "UNKNOWN film 2"]]}, 1),
                         ({"triples": [["Big Studio", "produced", "Film 3"]]}, 4)):
         monkeypatch.setattr(matching, "DENSE_DEGREE", 2_000)
-        usual = eng.retrieve(pat, k=3, k_node=k_node, k_rel=2)
+        usual = eng.retrieve(pat, k=3, k_node=k_node, k_rel=2, graph="expand")
         monkeypatch.setattr(matching, "DENSE_DEGREE", 10)
-        hub = eng.retrieve(pat, k=3, k_node=k_node, k_rel=2)
+        hub = eng.retrieve(pat, k=3, k_node=k_node, k_rel=2, graph="expand")
         assert usual.stats["from_candidates"] == 0 and hub.stats["from_candidates"] >= 1
         assert usual.subgraphs and [(s.gsd, sorted(s.mapping.items()), sorted(map(str, s.triples)))
                                     for s in hub.subgraphs] \

@@ -111,13 +111,15 @@ def _start(server: LocalMilvus, *, earlier: bool = False) -> None:
     """Start ``server``; ``earlier``: as isorag did before issue 13 (no namespace, no authentication, REST on)."""
     saved = dict(lm._EXTRA_CONFIG)
     old_env = os.environ.get("ISORAG_MILVUS_ISOLATION")
+    authentication = server.authentication
     if earlier:
-        lm._EXTRA_CONFIG["common.security.authorizationEnabled"] = "false"
+        server.authentication = False  # no root password written, authorization off
         lm._EXTRA_CONFIG["proxy.http.enabled"] = "true"
     os.environ["ISORAG_MILVUS_ISOLATION"] = "none" if earlier else "netns"
     try:
         server.start(timeout=150)
     finally:
+        server.authentication = authentication
         lm._EXTRA_CONFIG.clear()
         lm._EXTRA_CONFIG.update(saved)
         if old_env is None:

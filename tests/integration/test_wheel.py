@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
@@ -86,8 +87,6 @@ def _fresh_venv(where: Path, whl: Path) -> Path:
     """A virtual environment of its own with the wheel installed (not editable); the heavy dependencies (torch, the
     embedding model, the drivers) come from the running environment's site-packages through a path file, added
     after the install so that pip sees nothing of the running environment (nor its editable isorag)."""
-    import sysconfig
-
     out = _run([sys.executable, "-m", "venv", "--without-pip", str(where)])
     assert out.returncode == 0, out.stderr
     py = where / "bin" / "python"
@@ -149,7 +148,11 @@ def test_installed_wheel_runs_every_command(wheel: tuple[Path, str], tmp_path: P
     engine_file, cypher_dir, _, path = json.loads(where.stdout)
     assert Path(engine_file).resolve().is_relative_to(venv.resolve())
     assert Path(cypher_dir).resolve().is_relative_to(venv.resolve())
-    assert not [p for p in path if p and Path(p).resolve().is_relative_to(ROOT.resolve())], path
+    # nothing of the checkout on the path: the running environment's site-packages (the dependencies, through the
+    # path file) may lie inside it (a project's .venv), its sources may not
+    deps = {Path(p).resolve() for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}}
+    assert not [p for p in path if p and Path(p).resolve() not in deps
+                and Path(p).resolve().is_relative_to(ROOT.resolve())], path
 
     assert isorag("load", "kb.txt", "--kg", kg, "--quiet", "--json")["triples"] == 7
     got = isorag("match", '{"triples": [["Heat", "directed_by", "UNKNOWN director 1"]]}', "--kg", kg, "-k", "1",

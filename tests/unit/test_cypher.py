@@ -65,14 +65,14 @@ def test_matcher_shapes_render_as_before(types, forward, shape, expected):
 
 
 def test_matcher_expand_query_picks_the_shapes():
-    from engine.retrieval.matcher import Matcher
+    from engine.retrieval.matcher import CypherExpansions
 
-    m = Matcher(None)
-    assert m._expand_query(["b", "a"], CATALOG, True, True, False, False) == CLOSING_OUT
-    assert m._expand_query(["b", "a"], CATALOG, True, False, True, False, dense=2000) == SPLIT_OUT
-    assert m._expand_query(None, CATALOG, None, False, False, True) == CAPPED_BOTH
-    assert m._expand_query(["a", "b"], CATALOG, False, False, True, False) == CANDIDATES_IN
-    assert m._expand_query(None, CATALOG, True, False, False, False) == PLAIN_OUT_UNTYPED
+    m = CypherExpansions.statement
+    assert m(["b", "a"], CATALOG, True, True, False, False) == CLOSING_OUT
+    assert m(["b", "a"], CATALOG, True, False, True, False, dense=2000) == SPLIT_OUT
+    assert m(None, CATALOG, None, False, False, True) == CAPPED_BOTH
+    assert m(["a", "b"], CATALOG, False, False, True, False) == CANDIDATES_IN
+    assert m(None, CATALOG, True, False, False, False) == PLAIN_OUT_UNTYPED
 
 
 def test_every_direction_of_every_matcher_shape():

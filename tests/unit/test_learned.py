@@ -47,6 +47,7 @@ def test_template_from_a_pattern_and_back() -> None:
     assert filled.triples == (("Collateral", "directed_by", "UNKNOWN director 1"),
                               ("UNKNOWN movie 2", "directed_by", "UNKNOWN director 1"))
     assert filled.answer_node() == "UNKNOWN movie 2"
+    assert tpl.skeleton() == "T1 - U1 ; U2 - U1"  # the structure alone
     # equality ignores the type hints: a template is its structure and relations
     assert Template.from_pattern(pat, ["Heat"], keep_types=False) == tpl
     assert Template.from_json(tpl.to_json()) == tpl and Template.from_json(tpl.to_json()).types == tpl.types
@@ -118,19 +119,19 @@ def test_choose_takes_more_topics_only_when_sure_and_apart() -> None:
 
 
 def test_calibrate_keeps_the_share_asked_for() -> None:
+    # a bound of 0.5 confidence is the observed precision (z = 0): the plain share, as before
     scored = [(0.9, True), (0.8, True), (0.7, False), (0.6, True), (0.2, False), (0.1, False)]
-    t = calibrate(scored, 0.75)
-    kept = [ok for p, ok in scored if p >= t]
-    assert t == 0.6 and sum(kept) / len(kept) >= 0.75
-    assert calibrate([(0.5, True), (0.4, True)], 0.95) == 0.0  # all right: keep all
-    assert calibrate([(0.5, False)], 0.95) > 0.5  # none right: keep none
-    assert calibrate([], 0.95) == 0.5
+    cal = calibrate(scored, 0.75, confidence=0.5)
+    kept = [ok for p, ok in scored if p >= cal.threshold]
+    assert cal.threshold == 0.6 and sum(kept) / len(kept) >= 0.75 and cal.kept == 4 and cal.certified
+    assert cal.precision == 0.75 and cal.lower_bound == pytest.approx(0.75)
 
 
-def test_router_choices() -> None:
-    assert keeps_learned("learned", 0.0, 0.9, True)
-    assert keeps_learned("auto", 0.1, 0.9, False)  # no LLM to ask instead
-    assert keeps_learned("auto", 0.95, 0.9, True) and not keeps_learned("auto", 0.5, 0.9, True)
+def test_routing_functions() -> None:
+    assert keeps_learned("learned", 0.0, 0.9)
+    assert not keeps_learned("auto", 0.1, 0.9)  # with no LLM too: the router then does not answer
+    assert keeps_learned("auto", 0.95, 0.9) and not keeps_learned("auto", 0.5, 0.9)
+    assert not keeps_learned("auto", 0.0, 0.0)  # probability 0 (no template fits) is never sure enough
     assert check_route("llm") == "llm"
     with pytest.raises(ConfigError, match="route must be one of"):
         check_route("sometimes")
@@ -148,9 +149,32 @@ def test_route_and_generator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cfg.route == "learned" and cfg.generator == "/x/gen.pt"
 
 
+def test_max_question_chars_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert EngineConfig().max_question_chars == 2000
+    for bad in (0, -1, True, 2.5, 2_000_000):
+        with pytest.raises(ConfigError, match="max_question_chars"):
+            EngineConfig(max_question_chars=bad)  # type: ignore[arg-type]
+    monkeypatch.setenv("ISORAG_MAX_QUESTION_CHARS", "many")
+    with pytest.raises(ConfigError, match="ISORAG_MAX_QUESTION_CHARS"):
+        EngineConfig.from_env()
+    monkeypatch.setenv("ISORAG_MAX_QUESTION_CHARS", "500")
+    assert EngineConfig.from_env().max_question_chars == 500
+
+
+def test_the_shape_of_a_question() -> None:
+    from engine.learned.generator import shape_ids
+
+    # the words that name relations are one w, however many and whichever: the shape is how it is put together
+    assert shape_ids("what is the nation of X 's couple ?") == shape_ids("what is the nationality of X's spouse")
+    assert shape_ids("what is the release year of X") == shape_ids("what is the genre of X")
+    assert shape_ids("what is the genre of X") != shape_ids("what is the genre of X's director")
+
+
 def test_ngram_ids_are_stable_and_bounded() -> None:
     ids = ngram_ids("who directed X")
     assert ids == ngram_ids("Who  directed X") and all(0 <= i < 1 << 14 for i in ids) and len(ids) == 6
+    # a possessive is a word of its own however it is written
+    assert ngram_ids("what is X's spouse") == ngram_ids("what is X 's spouse") == ngram_ids("what is X’s spouse")
 
 
 def test_generator_file_round_trip_and_refusals(tmp_path: Path) -> None:
@@ -158,15 +182,17 @@ def test_generator_file_round_trip_and_refusals(tmp_path: Path) -> None:
 
     torch.manual_seed(0)
     tpl = Template((("T1", "directed_by", "U1"),), {"U1": "director"})
-    model = TemplateClassifier(8, 1, buckets=64, hidden=4)
+    model = TemplateClassifier(8, 1, buckets=64, hidden=4, shape_buckets=32)
     ckpt = GeneratorCheckpoint("kg_a", "slug", 8, [tpl], model, LinkModel(np.ones(9), {"who": 1.0}), 0.42, 7)
     path = save_generator(ckpt, tmp_path / "g" / "gen.pt")
     back = load_generator(path, kg="kg_a", embedding_slug="slug")
     assert back.templates == [tpl] and back.templates[0].types == {"U1": "director"}
     assert back.threshold == 0.42 and back.seed == 7 and back.link.template_rate == {"who": 1.0}
+    assert back.relations == ["directed_by"]
     x = torch.ones(1, 8)
     ids, offsets = torch.tensor([1, 2]), torch.tensor([0])
-    assert torch.equal(back.model(x, ids, offsets), model.eval()(x, ids, offsets))
+    feats = (x, ids, offsets, ids, offsets, torch.tensor([[0.5]]), torch.tensor([[0.0]]), torch.tensor([[0.3]]))
+    assert torch.equal(back.model(*feats), model.eval()(*feats))
     with pytest.raises(CheckpointError, match="KG 'kg_a', not of 'kg_b'"):
         load_generator(path, kg="kg_b")
     with pytest.raises(CheckpointError, match="embedding model"):

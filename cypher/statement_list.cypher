@@ -1,0 +1,2 @@
+// Fragment (one-statement path): a list of generated expressions ({{items}}, comma-joined).
+[{{items}}]

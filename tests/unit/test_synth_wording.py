@@ -1,0 +1,68 @@
+"""Synthetic questions worded as people ask them (no LLM): relation names in several forms, forward and inverse
+hops, possessives only where they cannot be misread, several distinct wordings per sample."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from hypothesis import assume, given, settings, strategies as st
+
+from engine.evaluation.wording import (agent_noun, chain_wording, conjunction_wording, plural, relation_forms,
+                                       singular, wordings)
+
+
+def test_relation_forms() -> None:
+    d = relation_forms("directed_by")
+    assert d.phrase == "directed by" and d.nouns == ("director",) and d.participle == "directed"
+    assert d.passive == "directed by"
+    assert relation_forms("written_by").nouns == ("writer",)
+    assert relation_forms("release_year").nouns == ("release year", "year")
+    assert relation_forms("has_genre").nouns == ("genre",)
+    assert relation_forms("children").nouns == ("children", "child")
+    assert relation_forms("place_of_birth").nouns == ("place of birth",)  # no "birth"
+    assert relation_forms("placeOfBirth").nouns == ("place of birth",)
+    assert relation_forms("http://schema.org/author").nouns == ("author",)
+    assert [agent_noun(w) for w in ("directed", "written", "produced", "owned", "by")] == \
+        ["director", "writer", "producer", "owner", None]
+    assert singular("parents") == "parent" and singular("children") == "child" and singular("class") == "class"
+    assert plural("child") == "children" and plural("city") == "cities" and plural("children") == "children"
+
+
+def test_a_chain_is_worded_hop_by_hop_in_its_direction() -> None:
+    rng = random.Random(0)
+    directed, year = relation_forms("directed_by"), relation_forms("release_year")
+    seen = {chain_wording(["Heat"], [(directed, True)], rng) for _ in range(200)}
+    assert {"who directed Heat?", "what is Heat's director?", "what is the director of Heat?"} <= seen
+    inverse = {chain_wording(["Michael Mann"], [(directed, False)], rng) for _ in range(200)}
+    assert "which ones were directed by Michael Mann?" in inverse and "what did Michael Mann direct?" in inverse
+    assert not any("Michael Mann's director" in q for q in inverse)  # the seed is the director here
+    two = {chain_wording(["Heat"], [(directed, True), (directed, False), (year, True)], rng) for _ in range(300)}
+    assert any(re.search(r"year of the ones (directed by|whose director is) (the director of Heat|Heat's director)", q)
+               for q in two)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["spouse", "nationality", "children", "parents", "place_of_birth"]),
+       st.sampled_from(["spouse", "nationality", "children", "parents", "place_of_birth"]))
+def test_a_possessive_never_follows_an_of_phrase(seed: int, first: str, second: str) -> None:
+    """"the spouse of X's nationality" reads as the spouse of (X's nationality): a possessive is written only
+    after a name or another possessive, so no wording of "X's spouse's nationality" says it the other way."""
+    assume(first != second)  # the same relation twice reads the same either way
+    r1, r2 = relation_forms(first), relation_forms(second)
+    q = chain_wording(["Zed Q"], [(r1, True), (r2, True)], random.Random(seed))
+    assert "Zed Q" in q
+    for n1 in r1.nouns:
+        for n2 in r2.nouns:
+            assert f"{n1} of Zed Q's {n2}" not in q, q
+
+
+def test_conjunctions_and_the_number_of_wordings() -> None:
+    rng = random.Random(3)
+    q = conjunction_wording([("Tom Cruise", relation_forms("starred_actors"), True),
+                             ("Michael Mann", relation_forms("directed_by"), True)], rng)
+    assert "Tom Cruise" in q and "Michael Mann" in q and " and " in q
+    drawn = iter(["a", "b", "a", "c", "d"])
+    assert wordings(["What is X?"], lambda: next(drawn), 4) == ["What is X?", "A", "B", "C"]
+    # distinct, the drawn ones sentence-cased; it gives up after a few draws that bring nothing new
+    assert wordings(["one", "one", "two"], lambda: "two", 5, tries=2) == ["one", "two", "Two"]
