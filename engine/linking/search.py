@@ -26,9 +26,9 @@ either, so it runs in Neo4j while the text is embedded and searched in Milvus.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine._errors import StoreError
 from engine.linking.names import NameMatch, SPELLING_SCALE, fulltext_query, how_matched, spelling_distances
@@ -96,12 +96,27 @@ def lookup_names(graph: CypherReader, fulltext: Sequence[str], exact: Sequence[s
     return by_text, by_name, names
 
 
-def lookup_written(graph: CypherReader, texts: Sequence[str], *,
-                   limit: int = FULLTEXT_LIMIT) -> tuple[list[list[int]], list[list[int]], dict[int, EntityNames]]:
+def lookup_written(graph: CypherReader, texts: Sequence[str], *, limit: int = FULLTEXT_LIMIT,
+                   exact: Callable[[Sequence[str]], Sequence[Mapping[str, Any]]] | None = None
+                   ) -> tuple[list[list[int]], list[list[int]], dict[int, EntityNames]]:
     """The spelling search of written names (a pattern's named nodes): each text looked up as a name exactly, then
     the texts that are no entity's name looked up in the full-text index (a second read, only for those). Returns
-    what :func:`lookup_names` returns with ``texts`` as both lists (no full-text hits for a text found exactly)."""
-    _, by_name, names = lookup_names(graph, [], texts, limit=limit)
+    what :func:`lookup_names` returns with ``texts`` as both lists (no full-text hits for a text found exactly).
+
+    ``exact``: where the names are looked up exactly instead of Neo4j (the graph read replica's
+    ``entities_by_name``: rows ``{name, eid, key}`` of every entity with one of these names); an entity found so is
+    described by its name and key alone (found by its name, its aliases change nothing of its distance, 0)."""
+    if exact is None:
+        _, by_name, names = lookup_names(graph, [], texts, limit=limit)
+    else:
+        at = {t: i for i, t in enumerate(texts)}
+        by_name = [[] for _ in texts]
+        names = {}
+        for r in exact(texts):
+            eid = int(r["eid"])
+            names.setdefault(eid, EntityNames(eid, r["name"] or "", r["key"] or ""))
+            if r["name"] in at and eid not in by_name[at[r["name"]]]:
+                by_name[at[r["name"]]].append(eid)
     rest = [i for i, hits in enumerate(by_name) if not hits]
     by_text: list[list[int]] = [[] for _ in texts]
     if rest:

@@ -222,7 +222,12 @@ class Retriever:
                             typed[n.id] = n.type_hint
         type_texts = sorted(set(typed.values()))
         # the search by spelling needs no vector: it runs in Neo4j while the texts are embedded and searched in Milvus
-        spelled = self._names_pool().submit(lookup_written, self.graph, node_texts) if node_texts else None
+        # (names as written are read from the replica where the query has one: then only a name that is no entity's
+        # asks Neo4j)
+        replica = path.replica if path is not None else None
+        spelled = (self._names_pool().submit(lookup_written, self.graph, node_texts,
+                                             exact=replica.entities_by_name if replica is not None else None)
+                   if node_texts else None)
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
         given = (self._stored_vectors(node_texts, path.replica)
