@@ -168,6 +168,22 @@ def test_only_a_text_that_is_no_name_asks_the_fulltext_index(names_kg: Any) -> N
     assert [names[e].name for e in by_text[3]][:1] == ["International Business Machines"]
 
 
+@pytest.mark.parametrize("written", ["Heat", "Haet", "heat", "Big Blue", "Michael Man"])
+def test_the_replica_path_gives_the_same_candidates_and_names(names_kg: Any, written: str) -> None:
+    """Names as written are read from the graph read replica where a query has one (no Neo4j read): the candidates,
+    their distances and how each name matched are those of the path without it."""
+    pat = Pattern.from_triples([(written, "directed_by", "UNKNOWN 1")])
+    ms = MatchSettings(k_node=6, k_rel=2)
+    names_kg.retrieve(pat, k=1, graph="replica")  # built and fresh
+    path = names_kg.retriever.graph_path(MatchSettings(graph="replica"))
+    assert path.replica is not None
+    with_replica = names_kg.retriever.candidates(pat, ms, {}, path)
+    without = names_kg.retriever.candidates(pat, ms, {})
+    assert with_replica.nodes == without.nodes
+    assert {e: (m.how, m.matched, m.distance) for e, m in with_replica.names[written].items()} == \
+        {e: (m.how, m.matched, m.distance) for e, m in without.names[written].items()}
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["Heat", "Haet", "heat", "Colateral", "Jaws", "Michael Man", "Big Blue", "Matrix"]),
        rel=st.sampled_from(["directed_by", "release year", "UNKNOWN relation 1"]), k=st.integers(1, 4),
