@@ -361,8 +361,7 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
             "config": dict(ckpt.model.config),
             "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
             "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
-            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info,
-            "kg_id": ckpt.kg_id}
+            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
@@ -509,9 +508,9 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
                 isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in score):
             raise f.bad("score", "must be three finite numbers or null")
         score = (float(score[0]), float(score[1]), float(score[2]))
-    file_id = data.get("kg_id")
+    kg_id_ = data.get("kg_id")
     return GeneratorCheckpoint(file_kg, slug, emb_dim, templates, model, link, threshold, seed, dict(info), str(p),
-                               score, file_id if isinstance(file_id, str) else None)
+                               score, kg_id_ if isinstance(kg_id_, str) else None)
 
 
 @dataclass

@@ -504,7 +504,7 @@ def _usable(graph: GraphReader, records: Sequence[GeneratorRecord], s: Generator
 def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, records: Sequence[GeneratorRecord], *,
            kg: str, out: str | Path, s: GeneratorSettings, progress: bool,
            say: Callable[[str], None], kg_id: str | None = None) -> TrainedGenerator:
-    """The steps of the module docstring, each a call."""
+    """The steps of the module docstring, each a call (``kg_id``: the identity of the KG, which the file records)."""
     from engine.scoring.train import seed_everything
 
     t_start = time.perf_counter()

@@ -84,7 +84,7 @@ class VersionKey:
 def version_key(kg: str, version: Mapping[str, Any]) -> VersionKey:
     """The replica's key for a KG version as :meth:`engine.stores.graph.GraphStore.version` reads it: its identity
     (when the version node records one), sequence number, stamp and time. The one place that reads those fields."""
-    ident = version.get("identity")
+    ident = version.get("kg_id", version.get("identity"))
     return VersionKey(kg, "" if ident is None else str(ident), int(version.get("seq") or 0),
                       int(version.get("stamp") or 0), str(version.get("at") or ""))
 

@@ -58,8 +58,8 @@ class Retriever:
     """Candidates + matcher over one KG; the pieces come from an :class:`engine.Engine`."""
 
     def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
-                 text_cache_size: int = TEXT_CACHE_SIZE, watch: VersionWatch | None = None,
-                 graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB) -> None:
+                 text_cache_size: int = TEXT_CACHE_SIZE, graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB,
+                 watch: VersionWatch | None = None) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
         self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
@@ -95,11 +95,11 @@ class Retriever:
             for text in texts:
                 self._text_cache.pop(text, None)
 
-    def check_version(self, ahead: Future[Any] | None = None) -> int | None:
-        """Read the KG's version (one small read; ``ahead``: a read already under way, :meth:`_version_ahead`) and
-        drop the caches built on an earlier one, whoever changed the KG (this process or another); returns its
-        sequence number (None for a graph without versions)."""
-        v = ahead.result() if ahead is not None else self.watch.check()
+    def check_version(self, ahead: Future[dict[str, Any]] | None = None) -> int | None:
+        """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
+        an earlier one, whoever changed the KG (this process or another); returns its sequence number (None for a
+        graph without versions)."""
+        v = self.watch.check(ahead.result() if ahead is not None else None)
         if v is None:
             return None
         from engine.retrieval.replica import version_key
@@ -107,18 +107,18 @@ class Retriever:
         self._version_key = version_key(self.graph.kg, dict(v))
         return int(v["seq"])
 
-    def _version_ahead(self) -> Future[Any] | None:
-        """The version read (:meth:`VersionWatch.check`), started in a worker thread: the query's embedding and vector
-        search run meanwhile on the version the last query read, and are done again in the rare case that the read
-        finds a newer one."""
-        if getattr(self.graph, "version", None) is None:
+    def _version_ahead(self) -> Future[dict[str, Any]] | None:
+        """The version read, started in a worker thread: the query's embedding and vector search run meanwhile on the
+        version the last query read, and are done again in the rare case that the read finds a newer one."""
+        read = getattr(self.graph, "version", None)
+        if read is None:
             return None
         with self._text_lock:
             if self._reader is None:
                 from concurrent.futures import ThreadPoolExecutor
 
                 self._reader = ThreadPoolExecutor(max_workers=4, thread_name_prefix="isorag-version")
-        future: Future[Any] = self._reader.submit(self.watch.check)
+        future: Future[dict[str, Any]] = self._reader.submit(read)
         return future
 
     def graph_path(self, settings: MatchSettings | None = None) -> GraphPath:

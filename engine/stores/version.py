@@ -41,12 +41,12 @@ class VersionWatch:
         with self._lock:
             self._observers.append(observe)
 
-    def check(self) -> Mapping[str, Any] | None:
-        """Read the KG's version (``seq``, ``at``, ``stamp``...; None for a graph without versions) and start a new
-        generation when its stamp moved since the last check."""
+    def check(self, value: Mapping[str, Any] | None = None) -> Mapping[str, Any] | None:
+        """Read the KG's version (``seq``, ``at``, ``stamp``...; None for a graph without versions; ``value``: one
+        read already, by the caller) and start a new generation when its stamp moved since the last check."""
         if self._read is None:
             return None
-        v = self._read()
+        v = value if value is not None else self._read()
         stamp = int(v.get("stamp") or 0)
         with self._lock:
             moved = stamp != self.stamp

@@ -182,3 +182,33 @@ def test_merging_keeps_the_target_which_has_aliases(make_engine: Any, tmp_path: 
     eng.apply([AddTriple("A", "t", "E")], progress=False)
     assert set(kg_triples(eng)) == {("C", "t", "E")}
     assert_exact(eng)
+
+
+def test_the_check_without_deep_finds_stale_texts_and_wrong_ids(make_engine: Any, tmp_path: Path) -> None:
+    """``check`` and ``stats`` said the stores agreed while a vector was embedded from a text Neo4j no longer holds,
+    and ``check --repair`` without ``--deep`` repaired nothing. Every row records the digest of the text it was
+    embedded from: a check without ``--deep`` finds each such row (and an entity whose id is not its key's, which
+    no look-up by key finds), and its repair embeds again what differs."""
+    eng = make_engine(llm=False)
+    load(eng, tmp_path, ["Alien|directed_by|Ridley Scott", "Heat|directed_by|Michael Mann"])
+    assert_exact(eng)
+    # a text changed in Neo4j behind the vectors' back (what the null comparison left)
+    alien, heat = entity_id(eng.kg, "Alien"), entity_id(eng.kg, "Heat")
+    eng.graph.write("MATCH (n:IsoragEntity {isorag_kg: $kg, isorag_eid: $e}) SET n.isorag_description = '1979 film'",
+                    kg=eng.kg, e=alien)
+    rep = eng.check(progress=False)
+    assert not rep.ok and rep.stale["entities"] == 1 and rep.examples["stale_entities"] == [alien], rep.lines()
+    # and a row embedded from a text that is not its entity's
+    eng.vectors.upsert("entities", [heat], eng.embedder.encode(["something else"]), texts=["something else"])
+    rep = eng.check(progress=False)
+    assert not rep.ok and rep.stale["entities"] == 2, rep.lines()
+    assert sorted(rep.examples["stale_entities"]) == sorted([alien, heat])
+    fixed = eng.check(repair=True, progress=False)
+    assert fixed.repaired and fixed.upserted == 2
+    assert vector_is_of(eng, "Alien", "Alien: 1979 film") and vector_is_of(eng, "Heat", "Heat")
+    assert_exact(eng)
+    # an entity whose id is not its key's: reported (not repairable: nothing by key finds it)
+    eng.graph.write("MATCH (n:IsoragEntity {isorag_kg: $kg, isorag_eid: $e}) SET n.isorag_key = 'Not Heat'",
+                    kg=eng.kg, e=heat)
+    wrong = eng.check(progress=False)
+    assert not wrong.ok and wrong.wrong_ids == 1 and wrong.examples["wrong_ids"] == [heat], wrong.lines()
