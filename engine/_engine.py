@@ -89,6 +89,8 @@ class Engine:
                 from engine.stores.graph import GraphStore
 
                 self._graph = GraphStore(self.config.neo4j, self.config.kg)
+                if self._vectors is not None:
+                    self._graph.watch.on_vector_writes(self._vectors.observe)
             return self._graph
 
     @property
@@ -117,7 +119,9 @@ class Engine:
                 self._vectors = VectorStore(uri, token=self.config.milvus.token, kg=self.config.kg,
                                             model=emb.slug, dim=emb.dim)
                 # what another process wrote before the KG's version stamp moved is read once the stamp is seen
-                self.graph.watch.on_vector_writes(self._vectors.observe)
+                # (hooked when both stores are open, whichever opens second: the vectors alone need no Neo4j)
+                if self._graph is not None:
+                    self._graph.watch.on_vector_writes(self._vectors.observe)
             return self._vectors
 
     def require_kg(self, *, vectors: bool = True) -> None:

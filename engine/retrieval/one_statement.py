@@ -21,7 +21,8 @@ for a while (:data:`BACKOFF_AFTER`, :data:`BACKOFF_QUERIES`).
 
 Results are ordered as the best-first matcher orders them: by GSD summed in its plan's order, then the edges
 walked against the pattern's direction, then the plan's key (:mod:`engine.retrieval.matcher`). A disconnected
-pattern is left to the expansion path.
+pattern is left to the expansion path, and so is a query whose degree cap (``MatchSettings.degree_cap``) is below
+the path cap: the expansion path truncates a wildcard expansion at the cap and warns; a statement would not.
 """
 
 from __future__ import annotations
@@ -88,8 +89,11 @@ class StatementMatcher:
               deadline: float) -> tuple[list[Match], SearchStats, dict[int, dict[str, Any]]] | None:
         """The exact top-k matches with the search's statistics and the names of their entities and of the named
         nodes' nearest candidates (``{eid: {eid, name, key}}``); None when the statement cannot serve (a
-        disconnected pattern, a tier at the path cap), and the caller takes the expansion path."""
-        if not pattern.is_connected():
+        disconnected pattern, a tier at the path cap, a degree cap below the path cap), and the caller takes the
+        expansion path."""
+        if not pattern.is_connected() or self.settings.degree_cap < PATH_CAP:
+            # a statement enumerates every relationship of a binding's nodes: a degree cap it cannot reach (the
+            # default, above the path cap) changes nothing, a lower one is the expansion path's to apply and warn of
             return None
         stats = SearchStats()
         plan = make_plan(pattern, cands)

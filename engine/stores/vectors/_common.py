@@ -134,6 +134,9 @@ class IdSet:
     def add(self, ids: np.ndarray) -> None:
         self._ids = np.union1d(self._ids, np.asarray(ids, dtype=np.int64).reshape(-1))
 
+    def discard(self, ids: np.ndarray) -> None:
+        self._ids = np.setdiff1d(self._ids, np.asarray(ids, dtype=np.int64).reshape(-1), assume_unique=False)
+
     def contains(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if not len(self._ids):

@@ -187,8 +187,12 @@ class Reads(Indexing):
         if self._col(kind) is None:
             return set()
         written = self._written.get(kind)
-        if written is not None:  # created by this store: every row in it was written through it
-            return set(wanted[written.contains(wanted)].tolist())
+        if written is not None:
+            # created by this store: a key it never wrote is not there (a fresh load asks nothing); one it wrote
+            # may have been deleted since (a change set or a sync, maybe of another process): Milvus says
+            wanted = wanted[written.contains(wanted)]
+            if not len(wanted):
+                return set()
         pk = PK_FIELD[kind]
         found: set[int] = set()
         for start in range(0, len(wanted), QUERY_BATCH):

@@ -88,6 +88,9 @@ class Writes(Reads):
                 col.delete(f"{pk} in {chunk}", timeout=DATA_TIMEOUT)
             except Exception as exc:
                 raise self._wrap(f"deleting from {self.names[kind]!r}", exc) from exc
+        written = self._written.get(kind)
+        if written is not None:
+            written.discard(wanted)
         self._deleted(kind)
 
     def _deleted(self, kind: str) -> None:
