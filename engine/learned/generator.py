@@ -58,7 +58,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine._errors import CheckpointError, InputError
-from engine.learned.linking import FEATURES, MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
+from engine.linking.text import (FEATURES, MASK, LinkedTopic, LinkModel, candidates, mask, unknown_names,
+                                 word_ngrams)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -74,6 +75,8 @@ __all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "Rel
 
 FORMAT = "isorag-generator/2"
 DEFAULT_BEAM = 3
+#: choices of topics a question's pattern is tried with (the linker's best, then other candidates alone)
+READINGS = 3
 #: hashed n-gram buckets (of the words, of the question's shape) and width of the hidden layer
 BUCKETS = 1 << 14
 SHAPE_BUCKETS = 1 << 12
@@ -596,9 +599,35 @@ class PatternGenerator:
         assert self._align_m is not None
         return self._aligner, self._align_m
 
-    def link(self, text: str, max_topics: int | None = None) -> list[LinkedTopic]:
+    def link(self, text: str, max_topics: int | None = None, min_topics: int = 1) -> list[LinkedTopic]:
         cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
-        return self.ckpt.link.choose(cands, text, max_topics)
+        return self.ckpt.link.choose(cands, text, max_topics, min_topics)
+
+    def readings(self, text: str, limit: int = READINGS) -> list[list[LinkedTopic]]:
+        """The choices of topics to try for a question, best first (:meth:`engine.linking.text.LinkModel.readings`)."""
+        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        return self.ckpt.link.readings(cands, text, limit=limit)
+
+    def _joint(self, text: str, readings: Sequence[list[LinkedTopic]]) -> tuple[int, Any, Any, Any] | None:
+        """The reading whose topics fit a template best: the most probable of (the pattern's probability from its
+        linking confidence and its best fitting template's); None when no template fits any. Returns (reading,
+        template probabilities, which fit, profiles). One read of the topics' relations."""
+        topics = [t for r in readings for t in r]
+        profiles = self._profiles(topics)
+        best: tuple[float, int, Any, Any, Any] | None = None
+        at = 0
+        for i, r in enumerate(readings):
+            prof = profiles[at: at + len(r)]
+            at += len(r)
+            ok = self._allowed(r, prof)
+            if not ok.any():
+                continue
+            p = self.scores(mask(text, [(t.start, t.end) for t in r]), [t.name for t in r])
+            conf = float(np.prod([t.confidence for t in r]))
+            score = self.ckpt.probability(float(np.max(np.where(ok, p[:-1], 0.0))), conf)
+            if best is None or score > best[0]:
+                best = (score, i, p, ok, prof)
+        return None if best is None else best[1:]
 
     def _profiles(self, topics: Sequence[LinkedTopic]) -> list[set[tuple[str, bool]]]:
         """Per topic, ``(relation name, leaves it)`` of the relationships at its entities (one read)."""
@@ -648,7 +677,8 @@ class PatternGenerator:
         """The beam of patterns for a question (empty, with :attr:`Proposal.why`, when no template fits)."""
         check_text(text, self.max_chars)
         t0 = time.perf_counter()
-        linked = self.link(text)
+        readings = self.readings(text)
+        linked = readings[0] if readings else []
         t1 = time.perf_counter()
         warnings: list[str] = []
         out: list[tuple[Pattern, float]] = []
@@ -658,10 +688,15 @@ class PatternGenerator:
         if not linked:
             why = "no entity of the KG is named in the question"
         else:
-            reading = self._reader().submit(self._profiles, linked)
-            p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
-            profiles = reading.result()
-            ok = self._allowed(linked, profiles)
+            joint = self._joint(text, readings) if len(readings) > 1 else None
+            if joint is not None:  # the topics chosen jointly with the templates that fit them
+                i, p, ok, profiles = joint
+                linked = readings[i]
+            else:
+                reading = self._reader().submit(self._profiles, linked)
+                p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
+                profiles = reading.result()
+                ok = self._allowed(linked, profiles)
             if not ok.any() and len(linked) > 1:
                 # fewer topics: the most confident one alone
                 best = max(range(len(linked)), key=lambda i: linked[i].confidence)
@@ -693,11 +728,15 @@ class PatternGenerator:
         the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
         check_text(text, self.max_chars, "claim")
         t0 = time.perf_counter()
-        linked = self.link(text, max_topics=self.ckpt.link.max_topics + 1)
+        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        linked = self.ckpt.link.choose(cands, text, self.ckpt.link.max_topics + 1, min_topics=2)
+        unknown = unknown_names(text, cands)
         t1 = time.perf_counter()
         best: tuple[float, Pattern, Template] | None = None
         why, none_p = None, 0.0
-        if len(linked) < 2:
+        if unknown:  # the claim names something the KG does not have: no pattern of the KG can say it
+            why = "the claim names " + ", ".join(repr(u) for u in unknown) + ", which no entity of the KG is called"
+        elif len(linked) < 2:
             why = ("a claim needs two entities of the KG; found "
                    + (", ".join(repr(t.mention) for t in linked) or "none"))
         else:
