@@ -58,7 +58,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine._errors import CheckpointError, InputError
-from engine.linking.text import (FEATURES, MASK, LinkedTopic, LinkModel, candidates, mask, unknown_names,
+from engine.linking.local import local_names
+from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
@@ -232,6 +233,16 @@ def alignment(sims: Sequence[np.ndarray], rel: TemplateRelations) -> tuple[np.nd
             named = float(len(set(s.argmax(-1)[s.max(-1) >= NAMES].tolist())))
             cover[b] = s[:, rel.index].max(-1).mean(0) - np.abs(named - rel.edges) / 4  # [words, templates, 3]
     return (best @ rel.share.T).astype(np.float32), (z @ rel.share.T).astype(np.float32), cover
+
+
+class _Done:
+    """A value standing for a future that is already done."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
 
 
 def _logit(p: float) -> float:
@@ -588,8 +599,12 @@ class PatternGenerator:
 
     def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
                  embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None,
-                 max_chars: int = MAX_TEXT) -> None:
+                 max_chars: int = MAX_TEXT, replica: Callable[[], Any] | None = None) -> None:
+        """``replica``: gives the KG's graph read replica when one is ready (the retriever's
+        :meth:`~engine.retrieval.retriever.Retriever.replica_now`): the question's names are then looked up and its
+        topics' relations read in process, and Neo4j is asked only for a name the replica leaves unknown."""
         self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
+        self.replica = replica
         # the retriever's cached encode: the topics' names, embedded with the question in one call, are then
         # cache hits when the pattern is matched
         self.encode = encode or cached_encode(embedder.encode)
@@ -634,14 +649,23 @@ class PatternGenerator:
         assert self._align_m is not None
         return self._aligner, self._align_m
 
+    def _replica(self) -> Any:
+        return self.replica() if self.replica is not None else None
+
+    def candidates(self, text: str) -> list[Candidate]:
+        """The text's candidate mentions (:func:`engine.linking.text.candidates`; in process where a replica is
+        ready)."""
+        rep = self._replica()
+        return candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder,
+                          local=local_names(rep) if rep is not None else None)
+
     def link(self, text: str, max_topics: int | None = None, min_topics: int = 1) -> list[LinkedTopic]:
-        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        cands = self.candidates(text)
         return self.ckpt.link.choose(cands, text, max_topics, min_topics)
 
     def readings(self, text: str, limit: int = READINGS) -> list[list[LinkedTopic]]:
         """The choices of topics to try for a question, best first (:meth:`engine.linking.text.LinkModel.readings`)."""
-        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
-        return self.ckpt.link.readings(cands, text, limit=limit)
+        return self.ckpt.link.readings(self.candidates(text), text, limit=limit)
 
     def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None
                ) -> tuple[int, Any, Any, Any]:
@@ -651,7 +675,8 @@ class PatternGenerator:
         made while all their texts are embedded in one call and scored in one batch (``detail``: ms of the parts,
         ``profiles`` being the time waited for the read after the scoring)."""
         topics = [t for r in readings for t in r]
-        reading = self._reader().submit(self._profiles, topics)
+        reading: Any = (self._reader().submit(self._profiles, topics) if self._replica() is None
+                        else _Done(self._profiles(topics)))  # (in process: no thread needed)
         ps = self.scores_many([(mask(text, [(t.start, t.end) for t in r]), [t.name for t in r]) for r in readings],
                               detail)
         t0 = time.perf_counter()
@@ -680,11 +705,33 @@ class PatternGenerator:
         """Per topic, ``(relation name, leaves it)`` of the relationships at its entities (one read)."""
         names = self.relation_names()
         eids = sorted({e for t in topics for e in t.eids})
-        rows = self.graph.read_named("learned_profile", eids=eids, types=sorted(names)) if eids else []
-        at: dict[int, set[tuple[str, bool]]] = {}
-        for r in rows:
-            at.setdefault(int(r["eid"]), set()).add((names.get(r["type"], r["type"]), bool(r["out"])))
+        at = self._replica_profiles(eids, names)
+        if at is None:
+            rows = self.graph.read_named("learned_profile", eids=eids, types=sorted(names)) if eids else []
+            at = {}
+            for r in rows:
+                at.setdefault(int(r["eid"]), set()).add((names.get(r["type"], r["type"]), bool(r["out"])))
         return [set().union(*(at.get(e, set()) for e in t.eids)) for t in topics]
+
+    def _replica_profiles(self, eids: Sequence[int], names: Mapping[str, str]
+                          ) -> dict[int, set[tuple[str, bool]]] | None:
+        """What ``cypher/learned_profile.cypher`` reads, from the replica (None: no replica ready, or an entity it
+        lacks)."""
+        rep = self._replica()
+        if rep is None:
+            return None
+        idx = rep.index(eids).tolist()
+        if any(i < 0 for i in idx):
+            return None
+        at: dict[int, set[tuple[str, bool]]] = {}
+        for eid, i in zip(eids, idx):
+            types, _, out = rep.row(i, None)
+            got = at.setdefault(int(eid), set())
+            for t, o in zip(types.tolist(), out.tolist()):
+                name = names.get(rep.types[t])
+                if name is not None:
+                    got.add((name, bool(o)))
+        return at
 
     def scores(self, masked: str, names: Sequence[str] = ()) -> np.ndarray:
         """p(. | masked text) over all templates and, last, the *none* class (``names``, the topics' names, are
@@ -799,7 +846,7 @@ class PatternGenerator:
         the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
         check_text(text, self.max_chars, "claim")
         t0 = time.perf_counter()
-        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
+        cands = self.candidates(text)
         linked = self.ckpt.link.choose(cands, text, self.ckpt.link.max_topics + 1, min_topics=2)
         unknown = unknown_names(text, cands)
         t1 = time.perf_counter()

@@ -128,6 +128,19 @@ class Retriever:
 
         return choose_path(self.graph, self._version_key, settings or self.settings, self.graph_cache_mb)
 
+    def replica_now(self) -> GraphReplica | None:
+        """The graph read replica of the KG's version the last query read, when this process holds it ready (never
+        waited for: a missing one starts building in the background). None before any query has read the version,
+        after a write through this process until the next read, on the expand and statement paths, and without a
+        replica. What the learned generator links names and reads its topics' relations from; the retrieval of its
+        pattern reads the version anew, as every retrieval does."""
+        key = self._version_key
+        if key is None or self.watch.stamp is None or self.settings.graph in ("expand", "statement"):
+            return None
+        from engine.retrieval.replica import replica_for
+
+        return replica_for(self.graph, key, self.graph_cache_mb)[0]
+
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
         """The KG's relation vectors, fetched once per version: relation candidates are then exact and local."""
         if len(catalog) > LOCAL_RELATION_LIMIT:
