@@ -671,27 +671,34 @@ class PatternGenerator:
                ) -> tuple[int, Any, Any, Any]:
         """The reading whose topics fit a template best: the most probable of (the pattern's probability from its
         linking confidence and its best fitting template's); the first reading when no template fits any. Returns
-        (reading, template probabilities, which fit, profiles). One read of all the readings' topics' relations,
-        made while all their texts are embedded in one call and scored in one batch (``detail``: ms of the parts,
-        ``profiles`` being the time waited for the read after the scoring)."""
+        (reading, template probabilities, which fit, profiles). One read of all the readings' topics' relations
+        (from the replica where one is ready, else from Neo4j while the readings are scored); the texts of the
+        readings scored embedded in one call and run through the model in one batch (``detail``: ms of the parts,
+        ``profiles`` the time spent on the read or waiting for it)."""
         topics = [t for r in readings for t in r]
-        reading: Any = (self._reader().submit(self._profiles, topics) if self._replica() is None
-                        else _Done(self._profiles(topics)))  # (in process: no thread needed)
-        ps = self.scores_many([(mask(text, [(t.start, t.end) for t in r]), [t.name for t in r]) for r in readings],
-                              detail)
+        detail = detail if detail is not None else {}
         t0 = time.perf_counter()
-        profiles = reading.result()
-        if detail is not None:
-            detail["profiles"] = ms(time.perf_counter() - t0)
+        fits: list[tuple[np.ndarray, list[set[tuple[str, bool]]]]] | None = None
+        reading: Any = None
+        if self._replica() is not None:  # in process: the readings that no template fits are not scored
+            fits = self._fits(readings, self._profiles(topics))
+        else:  # from Neo4j: read while every reading is scored
+            reading = self._reader().submit(self._profiles, topics)
+        detail["profiles"] = ms(time.perf_counter() - t0)
+        scored = [i for i in range(len(readings)) if fits is None or fits[i][0].any()] or [0]
+        got = self.scores_many([(mask(text, [(t.start, t.end) for t in readings[i]]), [t.name for t in readings[i]])
+                                for i in scored], detail)
+        ps: dict[int, Any] = dict(zip(scored, got))
+        if fits is None:
+            t1 = time.perf_counter()
+            fits = self._fits(readings, reading.result())
+            detail["profiles"] += ms(time.perf_counter() - t1)
         first: tuple[int, Any, Any, Any] | None = None
         best: tuple[float, int, Any, Any, Any] | None = None
-        at = 0
         for i, r in enumerate(readings):
-            prof = profiles[at: at + len(r)]
-            at += len(r)
-            ok = self._allowed(r, prof)
+            ok, prof = fits[i]
             if first is None:
-                first = (i, ps[i], ok, prof)
+                first = (i, ps.get(i), ok, prof)
             if not ok.any():
                 continue
             conf = float(np.prod([t.confidence for t in r]))
@@ -700,6 +707,17 @@ class PatternGenerator:
                 best = (score, i, ps[i], ok, prof)
         assert first is not None
         return first if best is None else best[1:]
+
+    def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
+              ) -> list[tuple[np.ndarray, list[set[tuple[str, bool]]]]]:
+        """Per reading, which templates fit its topics and their profiles (``profiles``: of all the readings'
+        topics in turn)."""
+        out, at = [], 0
+        for r in readings:
+            prof = list(profiles[at: at + len(r)])
+            at += len(r)
+            out.append((self._allowed(r, prof), prof))
+        return out
 
     def _profiles(self, topics: Sequence[LinkedTopic]) -> list[set[tuple[str, bool]]]:
         """Per topic, ``(relation name, leaves it)`` of the relationships at its entities (one read)."""
