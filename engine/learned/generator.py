@@ -599,12 +599,17 @@ class PatternGenerator:
 
     def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
                  embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None,
-                 max_chars: int = MAX_TEXT, replica: Callable[[], Any] | None = None) -> None:
+                 max_chars: int = MAX_TEXT, replica: Callable[[], Any] | None = None,
+                 prefetch: Callable[[Sequence[str]], None] | None = None) -> None:
         """``replica``: gives the KG's graph read replica when one is ready (the retriever's
         :meth:`~engine.retrieval.retriever.Retriever.replica_now`): the question's names are then looked up and its
-        topics' relations read in process, and Neo4j is asked only for a name the replica leaves unknown."""
+        topics' relations read in process, and Neo4j is asked only for a name the replica leaves unknown.
+        ``prefetch``: starts reading the stored vectors of the linked topics' names for the retrieval that follows
+        (the retriever's :meth:`~engine.retrieval.retriever.Retriever.prefetch_names`), while the question is
+        embedded."""
         self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
         self.replica = replica
+        self.prefetch = prefetch
         # the retriever's cached encode: the topics' names, embedded with the question in one call, are then
         # cache hits when the pattern is matched
         self.encode = encode or cached_encode(embedder.encode)
@@ -669,44 +674,63 @@ class PatternGenerator:
 
     def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None
                ) -> tuple[int, Any, Any, Any]:
-        """The reading whose topics fit a template best: the most probable of (the pattern's probability from its
-        linking confidence and its best fitting template's); the first reading when no template fits any. Returns
-        (reading, template probabilities, which fit, profiles). One read of all the readings' topics' relations
-        (from the replica where one is ready, else from Neo4j while the readings are scored); the texts of the
-        readings scored embedded in one call and run through the model in one batch (``detail``: ms of the parts,
+        """The reading whose topics fit a template best: the first reading's pattern when it is sure (its
+        probability at least the router's threshold), else the most probable of all (the pattern's probability
+        from its linking confidence and its best fitting template's); the first reading when no template fits any.
+        Returns (reading, template probabilities, which fit, profiles).
+
+        One read of all the readings' topics' relations (from the replica where one is ready, else from Neo4j while
+        the first reading is scored). The first reading a template fits is scored first (its texts in one
+        embedding call, the model once); the others, all in one more call, only when it is unsure: the linker's
+        other readings ("what", "star" read as films beside the name the question asks about) cost a question
+        its embedding twice, and a sure first reading keeps its pattern (``detail``: ms of the parts,
         ``profiles`` the time spent on the read or waiting for it)."""
         topics = [t for r in readings for t in r]
         detail = detail if detail is not None else {}
         t0 = time.perf_counter()
         fits: list[tuple[np.ndarray, list[set[tuple[str, bool]]]]] | None = None
         reading: Any = None
-        if self._replica() is not None:  # in process: the readings that no template fits are not scored
+        local = self._replica() is not None
+        if local:
+            if self.prefetch is not None:
+                self.prefetch([t.name for t in readings[0]])  # (the reading most often chosen)
             fits = self._fits(readings, self._profiles(topics))
-        else:  # from Neo4j: read while every reading is scored
+        else:
             reading = self._reader().submit(self._profiles, topics)
         detail["profiles"] = ms(time.perf_counter() - t0)
-        scored = [i for i in range(len(readings)) if fits is None or fits[i][0].any()] or [0]
-        got = self.scores_many([(mask(text, [(t.start, t.end) for t in readings[i]]), [t.name for t in readings[i]])
-                                for i in scored], detail)
-        ps: dict[int, Any] = dict(zip(scored, got))
+
+        def pair(i: int) -> tuple[str, list[str]]:
+            # the topics' names are embedded with the question for the retrieval that follows, unless a replica is
+            # ready: the retrieval then takes an exact name's stored vector, as for a pattern given
+            return mask(text, [(t.start, t.end) for t in readings[i]]), [] if local else [t.name for t in readings[i]]
+
+        first = next((i for i in range(len(readings)) if fits is None or fits[i][0].any()), 0)
+        ps: dict[int, Any] = {first: self.scores_many([pair(first)], detail)[0]}
         if fits is None:
             t1 = time.perf_counter()
             fits = self._fits(readings, reading.result())
             detail["profiles"] += ms(time.perf_counter() - t1)
-        first: tuple[int, Any, Any, Any] | None = None
-        best: tuple[float, int, Any, Any, Any] | None = None
-        for i, r in enumerate(readings):
-            ok, prof = fits[i]
-            if first is None:
-                first = (i, ps.get(i), ok, prof)
-            if not ok.any():
-                continue
-            conf = float(np.prod([t.confidence for t in r]))
-            score = self.ckpt.probability(float(np.max(np.where(ok, ps[i][:-1], 0.0))), conf)
-            if best is None or score > best[0]:
-                best = (score, i, ps[i], ok, prof)
-        assert first is not None
-        return first if best is None else best[1:]
+            if not fits[first][0].any():
+                first = next((i for i in range(len(readings)) if fits[i][0].any()), 0)
+                if first not in ps:
+                    ps[first] = self.scores_many([pair(first)], detail)[0]
+
+        def score(i: int) -> float:
+            ok = fits[i][0]
+            conf = float(np.prod([t.confidence for t in readings[i]]))
+            return self.ckpt.probability(float(np.max(np.where(ok, ps[i][:-1], 0.0))), conf)
+
+        if not fits[first][0].any():  # no reading fits a template
+            return first, ps[first], fits[first][0], fits[first][1]
+        best, best_score = first, score(first)
+        if best_score < self.threshold:
+            rest = [i for i in range(len(readings)) if i != first and fits[i][0].any()]
+            for i, p in zip(rest, self.scores_many([pair(i) for i in rest], detail)):
+                ps[i] = p
+                got = score(i)
+                if got > best_score:
+                    best, best_score = i, got
+        return best, ps[best], fits[best][0], fits[best][1]
 
     def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
               ) -> list[tuple[np.ndarray, list[set[tuple[str, bool]]]]]:

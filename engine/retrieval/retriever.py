@@ -39,6 +39,8 @@ TEXT_CACHE_SIZE = 50_000
 NAME_CHECK_CANDIDATES = 16
 #: closest names reported for a named pattern node that is no entity's name
 UNMATCHED_CLOSEST = 3
+#: stored-vector reads started ahead of a retrieval (prefetch_names) kept at most
+PREFETCH_LIMIT = 1_000
 
 
 __all__ = ["Retriever", "as_pattern", "normalize_name"]
@@ -81,6 +83,8 @@ class Retriever:
         self.text_cache_misses = 0
         self._text_lock = threading.Lock()
         self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
+        #: text -> (replica key, the read of its stored vector) started by prefetch_names
+        self._prefetched: dict[str, tuple[VersionKey, Future[dict[str, np.ndarray]]]] = {}
 
     def invalidate(self) -> None:
         """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types and
@@ -94,6 +98,7 @@ class Retriever:
         with self._text_lock:
             for text in texts:
                 self._text_cache.pop(text, None)
+                self._prefetched.pop(text, None)
 
     def check_version(self, ahead: Future[dict[str, Any]] | None = None) -> int | None:
         """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
@@ -194,14 +199,49 @@ class Retriever:
 
     def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
         """The stored vectors of the texts (not in the text cache) that are exact entity names (one Milvus read for
-        them all), instead of embeddings: the load embedded those very texts."""
+        them all), instead of embeddings: the load embedded those very texts. Those :meth:`prefetch_names` fetched
+        (or is fetching) from the same replica are taken from there."""
         with self._text_lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+            ahead = {t: self._prefetched.pop(t) for t in missing if t in self._prefetched}
+        out: dict[str, np.ndarray] = {}
+        for t, (key, future) in ahead.items():
+            got_one = future.result() if key == replica.key else None
+            if got_one is not None and t in got_one:
+                out[t] = got_one[t]
+        missing = [t for t in missing if t not in out]
         ids = replica.name_vector_ids(missing) if missing else {}
         if not ids:
-            return {}
+            return out
         got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
-        return {text: got[eid] for text, eid in ids.items() if eid in got}
+        out.update((text, got[eid]) for text, eid in ids.items() if eid in got)
+        return out
+
+    def prefetch_names(self, texts: Sequence[str]) -> None:
+        """Start reading, in the background, the stored vectors of those texts that are exact entity names, from the
+        replica of the version the last query read (:meth:`replica_now`; nothing without one): the next retrieval of
+        a pattern naming them takes them instead of reading them itself, when its replica is the same. The learned
+        generator calls it once a question's topics are linked, so that the read overlaps the question's
+        embedding."""
+        rep = self.replica_now() if self.name_vectors else None
+        if rep is None:
+            return
+        with self._text_lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._text_cache and t not in self._prefetched]
+        if not todo:
+            return
+
+        def read() -> dict[str, np.ndarray]:
+            ids = rep.name_vector_ids(todo)
+            got = self.vectors.get_vectors("entities", sorted(set(ids.values()))) if ids else {}
+            return {text: got[eid] for text, eid in ids.items() if eid in got}
+
+        future = self._names_pool().submit(read)
+        with self._text_lock:
+            for t in todo:
+                self._prefetched[t] = (rep.key, future)
+            while len(self._prefetched) > PREFETCH_LIMIT:  # (never taken: a retrieval that did not follow)
+                self._prefetched.pop(next(iter(self._prefetched)))
 
     def _remember(self, vectors: Mapping[str, np.ndarray]) -> None:
         with self._text_lock:
