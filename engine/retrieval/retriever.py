@@ -84,7 +84,8 @@ class Retriever:
         self._text_lock = threading.Lock()
         self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
         #: text -> (replica key, the read of its stored vector) started by prefetch_names
-        self._prefetched: dict[str, tuple[VersionKey, Future[dict[str, np.ndarray]]]] = {}
+        self._prefetched: dict[str, tuple[VersionKey, Future[dict[str, tuple[np.ndarray, int,
+                                                                            dict[int, float] | None]]]]] = {}
 
     def invalidate(self) -> None:
         """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types and
@@ -197,32 +198,39 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
-    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
+    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica, k: int | None = None
+                        ) -> tuple[dict[str, np.ndarray], dict[str, dict[int, float]]]:
         """The stored vectors of the texts (not in the text cache) that are exact entity names (one Milvus read for
-        them all), instead of embeddings: the load embedded those very texts. Those :meth:`prefetch_names` fetched
-        (or is fetching) from the same replica are taken from there."""
+        them all), instead of embeddings: the load embedded those very texts. Those :meth:`prefetch_names` read (or
+        is reading) from the same replica are taken from there, with their ``k`` nearest entities when it searched
+        them for this ``k``. Returns (text -> vector, text -> nearest entities)."""
         with self._text_lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
             ahead = {t: self._prefetched.pop(t) for t in missing if t in self._prefetched}
         out: dict[str, np.ndarray] = {}
+        near: dict[str, dict[int, float]] = {}
         for t, (key, future) in ahead.items():
-            got_one = future.result() if key == replica.key else None
-            if got_one is not None and t in got_one:
-                out[t] = got_one[t]
+            got_one = future.result() if key == replica.key else {}
+            if t in got_one:
+                vec, k_got, hits = got_one[t]
+                out[t] = vec
+                if k_got == k and hits is not None:
+                    near[t] = hits
         missing = [t for t in missing if t not in out]
         ids = replica.name_vector_ids(missing) if missing else {}
         if not ids:
-            return out
+            return out, near
         got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
         out.update((text, got[eid]) for text, eid in ids.items() if eid in got)
-        return out
+        return out, near
 
     def prefetch_names(self, texts: Sequence[str]) -> None:
-        """Start reading, in the background, the stored vectors of those texts that are exact entity names, from the
-        replica of the version the last query read (:meth:`replica_now`; nothing without one): the next retrieval of
-        a pattern naming them takes them instead of reading them itself, when its replica is the same. The learned
-        generator calls it once a question's topics are linked, so that the read overlaps the question's
-        embedding."""
+        """Start reading, in the background, the stored vectors of those texts that are exact entity names and the
+        entities nearest to them (the vector search of the candidate stage, ``k_node`` of the engine's settings),
+        from the replica of the version the last query read (:meth:`replica_now`; nothing without one): the next
+        retrieval of a pattern naming them takes both instead of reading them itself, when its replica is the same
+        (a query on another version reads them anew). The learned generator calls it once a question's topics are
+        linked, so that the reads overlap the question's embedding."""
         rep = self.replica_now() if self.name_vectors else None
         if rep is None:
             return
@@ -230,11 +238,18 @@ class Retriever:
             todo = [t for t in dict.fromkeys(texts) if t not in self._text_cache and t not in self._prefetched]
         if not todo:
             return
+        k = self.settings.k_node
 
-        def read() -> dict[str, np.ndarray]:
+        def read() -> dict[str, tuple[np.ndarray, int, dict[int, float] | None]]:
             ids = rep.name_vector_ids(todo)
             got = self.vectors.get_vectors("entities", sorted(set(ids.values()))) if ids else {}
-            return {text: got[eid] for text, eid in ids.items() if eid in got}
+            vecs = {text: got[eid] for text, eid in ids.items() if eid in got}
+            if not vecs:
+                return {}
+            import numpy as np
+
+            hits = self.nearest_by_meaning(np.stack(list(vecs.values())), k)
+            return {text: (v, k, h) for (text, v), h in zip(vecs.items(), hits)}
 
         future = self._names_pool().submit(read)
         with self._text_lock:
@@ -283,8 +298,9 @@ class Retriever:
                    if node_texts else None)
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
-        given = (self._stored_vectors(node_texts, path.replica)
-                 if self.name_vectors and path is not None and path.replica is not None and stash is not None else {})
+        given, near = (self._stored_vectors(node_texts, path.replica, settings.k_node)
+                       if self.name_vectors and path is not None and path.replica is not None and stash is not None
+                       else ({}, {}))
         if stash is not None:
             stash.update(given)
         vecs = self.encode(texts, given=given)
@@ -293,7 +309,9 @@ class Retriever:
         vec_hits: list[dict[int, float]] = []
         # vecs is None only when there are no texts (then no branch below reads it)
         if node_texts and vecs is not None:
-            vec_hits = self.nearest_by_meaning(vecs[: len(node_texts)], settings.k_node)
+            # (searched ahead, on this replica's version, where prefetch_names read the names)
+            vec_hits = ([near[t] for t in node_texts] if all(t in near for t in node_texts)
+                        else self.nearest_by_meaning(vecs[: len(node_texts)], settings.k_node))
         rel_hits: dict[str, dict[str, float]] = {}
         if rel_texts and vecs is not None:
             limit = min(settings.k_rel, len(catalog))
