@@ -37,11 +37,12 @@ from engine.linking.names import (LUCENE_STOPWORDS, MAX_QUERY_TERMS, SPELLING_SC
 from engine.linking.search import EntityNames, lookup_names
 
 if TYPE_CHECKING:  # pragma: no cover
+    from engine.linking.local import LocalNames
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
 __all__ = ["Candidate", "LinkModel", "LinkedTopic", "MASK", "MAX_SPAN", "MAX_SPANS", "candidates",
-           "exact_candidates", "link_candidates", "unknown_names", "fit_link_model", "mask", "spans", "unbracket",
-           "word_ngrams"]
+           "exact_candidates", "link_candidates", "local_candidates", "needs_fulltext", "unknown_names",
+           "fit_link_model", "mask", "spans", "unbracket", "word_ngrams"]
 
 #: longest span (in words) looked up as a name
 MAX_SPAN = 10
@@ -241,9 +242,21 @@ def _same_edges(span: str, names: Sequence[str]) -> bool:
     return False
 
 
-def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 256) -> list[list[Candidate]]:
+def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 256,
+                    local: LocalNames | None = None) -> list[list[Candidate]]:
     """For each text, its spans that name KG entities by spelling: written as a name is, the same once folded, or
-    near a name or alias (module docstring). One read per ``batch`` texts."""
+    near a name or alias (module docstring). One read per ``batch`` texts.
+
+    ``local``: the KG's names in process (:mod:`engine.linking.local`, from a fresh graph read replica): each text's
+    spans are first looked up there, exactly and folded, and only a text that this leaves with a name unknown
+    (:func:`needs_fulltext`) is read from Neo4j as above (its full-text index finds aliases and near spellings)."""
+    if local is not None:
+        found_here = [local_candidates(t, local) for t in texts]
+        redo = [i for i, (t, c) in enumerate(zip(texts, found_here)) if needs_fulltext(t, c)]
+        if redo:
+            for i, again in zip(redo, link_candidates([texts[i] for i in redo], graph, batch=batch)):
+                found_here[i] = again
+        return found_here
     out: list[list[Candidate]] = []
     for i in range(0, len(texts), batch):
         part = texts[i:i + batch]
@@ -267,16 +280,46 @@ def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 25
     return out
 
 
+def local_candidates(text: str, local: LocalNames) -> list[Candidate]:
+    """The candidates of ``text`` by its spans' exact and folded names, read in process."""
+    sp = spans(text)
+    wanted = list(dict.fromkeys(s for _, _, s in sp))
+    by_text, by_name, names = local.lookup(wanted)
+    exact = {s: hits for s, hits in zip(wanted, by_name) if hits}
+    found = [e for hits in by_text for e in hits]
+    return _span_candidates(sp, exact, found, names)
+
+
+def needs_fulltext(text: str, cands: Sequence[Candidate]) -> bool:
+    """Whether the candidates found in process (exact and folded names) may leave a name of ``text`` unknown, so
+    that the full-text index must be asked: none was found, the text has no capital letter (its capitals cannot
+    say where its names are), or a run of capitalized words or a number (:func:`unknown_names`) lies in no one
+    candidate whole ("Tom Hnaks" beside a film called "Tom")."""
+    if not cands or not any(ch.isupper() for ch in text):
+        return True
+    for m in _NAME_RUN.finditer(text):
+        a, b = m.start(), m.end()
+        while b > a and text[b - 1] in _TRAIL:
+            b -= 1
+        if a == 0 and " " not in m.group(0).strip():  # a sentence's first word
+            continue
+        if not any(c.start <= a and b <= c.end for c in cands):
+            return True
+    return False
+
+
 def exact_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 256) -> list[list[Candidate]]:
     """The candidates the linking acceptance is trained on: :func:`link_candidates` (the same as at inference)."""
     return link_candidates(texts, graph, batch=batch)
 
 
 def candidates(text: str, graph: GraphReader, *, vectors: VectorIndex | None = None,
-               embedder: TextEmbedder | None = None, stopwords: Iterable[str] = ()) -> list[Candidate]:
-    """The spans of ``text`` that name KG entities: by spelling (one read, :func:`link_candidates`); without any,
-    by meaning (one embedding call, one vector search) when ``vectors`` and ``embedder`` are given."""
-    out = link_candidates([text], graph)[0]
+               embedder: TextEmbedder | None = None, stopwords: Iterable[str] = (),
+               local: LocalNames | None = None) -> list[Candidate]:
+    """The spans of ``text`` that name KG entities: by spelling (one read, :func:`link_candidates`; none where
+    ``local`` finds every name in process); without any, by meaning (one embedding call, one vector search) when
+    ``vectors`` and ``embedder`` are given."""
+    out = link_candidates([text], graph, local=local)[0]
     if out or vectors is None or embedder is None:
         return out
     stop = {w.lower() for w in stopwords}

@@ -255,3 +255,31 @@ def test_an_adopted_graph_keeps_its_aliases_property(make_engine: Callable[..., 
         assert all(set(r["keys"]) <= {"code", "title", "other"} for r in left)
     finally:
         eng.graph.write(f"MATCH (n:{label}) DETACH DELETE n")
+
+
+@pytest.mark.parametrize("text", ["who directed Heat", "which film of 1975 did Steven Spielberg direct",
+                                  "Jaws was directed by Steven Spielberg", "who directed heat", "who directed Haet",
+                                  "who directed Les Dents de la mer", "what did Big Blue make",
+                                  "what did Amelie win"])
+def test_the_linker_reads_names_from_the_replica_where_it_can(names_kg: Any, text: str) -> None:
+    """With a fresh replica the linker finds a text's exact and folded names in process, the same as Neo4j finds
+    them; a text that leaves a name unknown (a typo, an alias, no capitals) is read from Neo4j as without it."""
+    from engine.linking.local import local_names
+    from engine.linking.text import link_candidates, local_candidates, needs_fulltext
+
+    names_kg.retrieve(Pattern.from_triples([("Heat", "directed_by", "UNKNOWN 1")]), k=1, graph="replica")
+    rep = names_kg.retriever.replica_now()
+    assert rep is not None
+    local = local_names(rep)
+    here = link_candidates([text], names_kg.graph, local=local)[0]
+    there = link_candidates([text], names_kg.graph)[0]
+
+    def key(c: Any) -> tuple[Any, ...]:
+        return c.start, c.end, c.name, c.eids, round(c.distance, 6), c.how
+
+    if needs_fulltext(text, local_candidates(text, local)):
+        assert sorted(map(key, here)) == sorted(map(key, there))
+    else:
+        assert sorted(key(c) for c in here if c.distance == 0) == sorted(key(c) for c in there if c.distance == 0)
+    assert needs_fulltext(text, local_candidates(text, local)) is (text in (
+        "who directed heat", "who directed Haet", "who directed Les Dents de la mer", "what did Big Blue make"))
