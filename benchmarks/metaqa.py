@@ -99,6 +99,12 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA), help="MetaQA folder ({1,2,3}-hop/qa_<split>.txt and its qtypes)")
     ap.add_argument("--seed", type=int, default=42, help="--pattern learned: the split's and the training's seed")
     ap.add_argument("--no-router", action="store_true", help="--pattern learned: skip the router measurement")
+    ap.add_argument("--generator", default=None,
+                    help="--pattern learned: a generator file trained before (on the same split and seed) instead of "
+                         "training one; only the latency of the learned ask against the gold-pattern ask is measured")
+    ap.add_argument("--embed-threads", default=None,
+                    help="comma list of embedder thread counts (e.g. 1,2) to run the same questions with in one run "
+                         "(each question through each in turn): total p50/p95 per setting under threads")
     ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold",
                     help="--pattern learned: gold patterns, question-answer pairs alone, or synth's questions alone")
     ap.add_argument("--synth-n", type=int, default=6000, help="--train-from synth: samples of isorag synth")
@@ -131,8 +137,9 @@ def main() -> None:
     ap.add_argument("--graph", default="auto",
                     help="comma list of graph paths to run the same questions through in one run: replica, "
                          "statement, expand, auto (e.g. replica,statement,expand), and <path>+embed for a path whose "
-                         "named nodes are embedded even where they are exact entity names (no stored vectors); the "
-                         "last line has paths: {name: {hits1, p50_ms, p95_ms}} and the ratios of each to expand")
+                         "named nodes are embedded even where they are exact entity names (no stored vectors), "
+                         "<path>@N for the embedder on N threads (replica+embed@1,replica+embed@2); the last line has "
+                         "paths: {name: {hits1, p50_ms, p95_ms}} and the ratios of each to expand")
     # a learned smoke run trains on 40 demo questions a hop (1 and 2 hops) on the demo triples around them
 
     def learned(a: argparse.Namespace) -> bool:
@@ -195,7 +202,7 @@ def warm_up(eng: Any, args: argparse.Namespace, paths: list[str]) -> None:
             if q["qtype"] not in seen:
                 seen.add(q["qtype"])
                 for p in paths:
-                    eng.retrieve(gold_pattern(q["qtype"], q["topic"]), k=args.k, graph=p.split("+")[0])
+                    eng.retrieve(gold_pattern(q["qtype"], q["topic"]), k=args.k, graph=p.split("@")[0].split("+")[0])
 
 
 def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) -> None:
@@ -231,10 +238,12 @@ def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) ->
             turn += 1
             for p in order:
                 eng.retriever.forget_text(*texts)
+                spec, _, threads = p.partition("@")
                 # "<path>+embed": the named nodes embedded even where they are entities' exact names
-                eng.retriever.name_vectors = not p.endswith("+embed")
+                eng.retriever.name_vectors = not spec.endswith("+embed")
+                eng.retriever.embedder = embedder_with(eng, threads)  # "<path>@N": the embedder on N threads
                 t0 = time.perf_counter()
-                res = eng.retrieve(pattern, k=args.k, graph=p.split("+")[0])
+                res = eng.retrieve(pattern, k=args.k, graph=spec.split("+")[0])
                 t_all += time.perf_counter() - t0
                 got[p] = res
             gold = {norm(a) for a in q["answers"]}
@@ -418,6 +427,9 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
         records = synth_records(eng, n, args.synth_shapes.split(","), args.seed, "metaqa", walk=args.synth_walk,
                                 path_share=args.synth_path_share, wordings=args.synth_wordings,
                                 template_question=args.synth_template_question)
+    if args.generator:
+        run_learned_latency(eng, args, test, Path(args.generator))
+        return
     unanswerable = read_unanswerable(Path(args.unanswerable)) if args.unanswerable else None
     if unanswerable and args.smoke:
         unanswerable = unanswerable[:20]
@@ -425,8 +437,11 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
                          router=not args.no_router, train_from=args.train_from, records=records,
                          unanswerable=unanswerable)
     print_summary(result)
+    ratio = added_ratio(result["p50_ms"]["total"], result["gold_ask_p50_ms"])
+    print(f"the learned ask's p50 over the gold-pattern ask's: +{ratio:.3f} (target at most +0.2)")
     result = {"split": args.split, "pattern": "learned", "train_from": args.train_from, "injective": args.injective,
-              "k": args.k, "smoke": args.smoke, **result, "peak_rss_mb": round(peak_rss_mb(), 1)}
+              "k": args.k, "smoke": args.smoke, **result, "learned_added_ratio": ratio,
+              "peak_rss_mb": round(peak_rss_mb(), 1), "load_avg": [round(x, 2) for x in os.getloadavg()]}
     if args.train_from == "synth":
         result["synth"] = {"n": 150 if args.smoke else args.synth_n, "shapes": args.synth_shapes,
                            "walk": args.synth_walk, "path_share": args.synth_path_share,
@@ -435,6 +450,90 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
         drop_kg(eng)
     eng.close()
     emit(f"metaqa_learned_{args.train_from}", result)
+
+
+def embedder_with(eng: Any, threads: str | int | None) -> Any:
+    """The engine's embedding model on ``threads`` threads (the engine's own embedder when None or empty)."""
+    if threads in (None, ""):
+        return eng.embedder
+    from engine.embeddings import load_embedder
+
+    return load_embedder(eng.config.embedding_model, device=eng.config.device, threads=int(threads))
+
+
+def added_ratio(learned_p50: float, gold_p50: float) -> float:
+    """What the learned route adds, as a share of the gold-pattern ask: ``(learned_p50 - gold_p50) / gold_p50``."""
+    return round((learned_p50 - gold_p50) / max(gold_p50, 1e-9), 3)
+
+
+def run_learned_latency(eng: Any, args: argparse.Namespace, test: list[dict[str, Any]], generator: Path) -> None:
+    """Where the learned route's time goes, with a generator trained before: each test question asked in plain text
+    (``route="learned"``) and with its gold pattern given (the same ``Engine.ask``), in turns (which goes first
+    alternates), the topic's name forgotten by the text cache before each (a topic not asked about before). Per
+    stage p50/p95 of both (the generator's parts too: ``generate_embed``, ``generate_model``,
+    ``generate_profiles``), Hits@1 of both, and ``learned_added_ratio``."""
+    from engine.linking.text import mask
+
+    eng.config = eng.config.with_(generator=str(generator))
+    gen = eng.generator
+    assert gen is not None
+    for q in test[:3]:  # warm-up: the model, connections, caches, relation names
+        eng.ask(q["text"], route="learned", raise_errors=False)
+        eng.ask(q["text"], pattern=q["gold"], raise_errors=False)
+    learned: dict[str, list[float]] = {}
+    gold: dict[str, list[float]] = {}
+    threads = [t.strip() for t in (args.embed_threads or "").split(",") if t.strip()]
+    by_threads: dict[str, list[float]] = {t: [] for t in threads}
+    h_learned = h_gold = 0
+    for n, q in enumerate(test):
+        answers = {norm(a) for a in q["answers"]}
+        got: dict[str, Any] = {}
+        for which in (("learned", "gold") if n % 2 == 0 else ("gold", "learned")):
+            eng.retriever.forget_text(q["topic"])
+            if which == "learned":
+                got[which] = eng.ask(q["text"], k=args.k, route="learned", raise_errors=False)
+            else:
+                got[which] = eng.ask(q["text"], k=args.k, pattern=q["gold"], raise_errors=False)
+        masked = [mask(q["text"], [(t.start, t.end) for t in r]) for r in gen.readings(q["text"])] if threads else []
+        for t in (threads[n % len(threads):] + threads[:n % len(threads)]) if threads else []:
+            # the question's own texts embedded anew under each thread count (its words stay cached, as in service)
+            eng.retriever.embedder = embedder_with(eng, t)
+            eng.retriever.forget_text(q["topic"], *masked)
+            by_threads[t].append(eng.ask(q["text"], k=args.k, route="learned", raise_errors=False).timings["total"])
+            eng.retriever.embedder = eng.embedder
+        ans, given = got["learned"], got["gold"]
+        for name, v in ans.timings.items():
+            learned.setdefault(name, []).append(v)
+        if ans.proposal is not None:
+            for name, v in ans.proposal.timings.items():
+                if name.startswith("generate_"):
+                    learned.setdefault(name, []).append(v)
+        for name, v in given.timings.items():
+            gold.setdefault(name, []).append(v)
+        h_learned += bool(ans.answers) and norm(ans.answers[0].entity.name) in answers
+        h_gold += bool(given.answers) and norm(given.answers[0].entity.name) in answers
+    p50 = {k: round(percentile(v, 50), 3) for k, v in learned.items()}
+    p95 = {k: round(percentile(v, 95), 3) for k, v in learned.items()}
+    g50 = {k: round(percentile(v, 50), 3) for k, v in gold.items()}
+    g95 = {k: round(percentile(v, 95), 3) for k, v in gold.items()}
+    ratio = added_ratio(p50["total"], g50["total"])
+    n = max(len(test), 1)
+    threads_ms = {t: {"p50": round(percentile(v, 50), 3), "p95": round(percentile(v, 95), 3)}
+                  for t, v in by_threads.items()}
+    if threads_ms:
+        print(f"learned ask total (ms) by embedder threads: {threads_ms}")
+    print(f"learned ask p50 (ms): {p50}\nlearned ask p95 (ms): {p95}\ngold-pattern ask p50 (ms): {g50}\n"
+          f"gold-pattern ask p95 (ms): {g95}\nHits@1 learned {h_learned / n:.4f}, gold {h_gold / n:.4f}; the learned "
+          f"route adds +{ratio:.3f} of the gold ask's p50 (target at most +0.2)", flush=True)
+    result = {"split": args.split, "pattern": "learned", "generator": str(generator), "questions": len(test),
+              "hits1": round(h_learned / n, 4), "hits1_gold": round(h_gold / n, 4), "p50_ms": p50, "p95_ms": p95,
+              "gold_ask_p50_ms": g50, "gold_ask_p95_ms": g95, "learned_added_ratio": ratio,
+              "embed_threads": threads_ms,
+              "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    if args.smoke:
+        drop_kg(eng)
+    eng.close()
+    emit("metaqa_learned_latency", result)
 
 
 if __name__ == "__main__":

@@ -4,5 +4,5 @@ MATCH (n:IsoragEntity {isorag_kg: $kg})
 WHERE n.isorag_adopted
 WITH n LIMIT $limit
 REMOVE n:IsoragEntity, n.isorag_eid, n.isorag_kg, n.isorag_key, n.isorag_name, n.isorag_name_key, n.isorag_types,
-       n.isorag_adopted, n.isorag_description, n.isorag_own
+       n.isorag_adopted, n.isorag_description, n.isorag_own, n.isorag_aliases
 RETURN count(*) AS released

@@ -3,4 +3,5 @@
 UNWIND $rows AS row
 MATCH (n) WHERE elementId(n) = row.id AND n.isorag_eid IS NULL
 SET n:IsoragEntity, n.isorag_kg = $kg, n.isorag_eid = row.eid, n.isorag_key = row.key, n.isorag_name = row.name,
-    n.isorag_name_key = row.name_key, n.isorag_types = [], n.isorag_adopted = true
+    n.isorag_name_key = row.name_key, n.isorag_types = [], n.isorag_adopted = true,
+    n.isorag_aliases = CASE WHEN size(row.aliases) = 0 THEN null ELSE row.aliases END

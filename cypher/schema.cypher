@@ -17,3 +17,6 @@ CREATE CONSTRAINT isoragkgversion_kg IF NOT EXISTS FOR (n:IsoragKGVersion) REQUI
 CREATE CONSTRAINT isoragalias_aid IF NOT EXISTS FOR (n:IsoragAlias) REQUIRE n.aid IS UNIQUE;
 CREATE INDEX isoragalias_target IF NOT EXISTS FOR (n:IsoragAlias) ON (n.target);
 CREATE INDEX isoragalias_kg IF NOT EXISTS FOR (n:IsoragAlias) ON (n.kg);
+// Names and aliases by spelling (engine.linking): words folded (no case, no diacritics), looked up with fuzzy edits;
+// isorag_kg is indexed too, so that a query asks for one KG's entities.
+CREATE FULLTEXT INDEX isoragentity_names IF NOT EXISTS FOR (n:IsoragEntity) ON EACH [n.isorag_name, n.isorag_aliases, n.isorag_kg] OPTIONS {indexConfig: {`fulltext.analyzer`: 'standard-folding'}};

@@ -179,12 +179,13 @@ class Engine:
         return summary
 
     def load_existing(self, label: str, key: str, name: str | None = None, *, progress: bool = True,
-                      batch_size: int = 10_000) -> LoadSummary:
-        """Embed a graph already in Neo4j (nodes with ``label``) into Milvus without moving it."""
+                      batch_size: int = 10_000, aliases: str | None = None) -> LoadSummary:
+        """Embed a graph already in Neo4j (nodes with ``label``) into Milvus without moving it (``aliases``: the
+        property, a list of strings, holding each node's other names)."""
         from loaders.existing import embed_existing
 
         summary = embed_existing(self.graph, self.vectors, self.embedder, label=label, key=key, name=name,
-                                 progress=progress, batch_size=batch_size)
+                                 progress=progress, batch_size=batch_size, aliases=aliases)
         self.graph.bump_version(f"adopt label {label}", self.vectors.last_write_ts)
         self.invalidate()
         self._kg_found = False
@@ -528,7 +529,8 @@ class Engine:
                 ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug, kg_id=self.graph.identity())
                 self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
                                                    max_chars=self.config.max_question_chars,
-                                                   encode=self.retriever.encode)
+                                                   encode=self.retriever.encode, replica=self.retriever.replica_now,
+                                                   prefetch=self.retriever.prefetch_names)
             return self._generator
 
     def _need_generator(self) -> PatternGenerator:

@@ -14,12 +14,15 @@ Formats (``FORMATS``):
             ``head=``, ``relation=``, ``tail=`` (column names or 0-based positions), ``header=`` (None: detect),
             ``delimiter=``, ``columns=`` (expected field count), ``quotechar=`` (None: no quoting),
             ``comment="#"``.
-``nt``      N-Triples, streamed.  Options: ``label_langs=("en",)`` (None: all), ``label_predicates=``,
-            ``type_predicates=``.
+``nt``      N-Triples, streamed.  Options: ``label_langs=("en",)`` (None: all; a label in another language is an
+            alias), ``label_predicates=``, ``type_predicates=``, ``alias_predicates=`` (default ``skos:altLabel``).
 ``ttl``     Turtle, parsed whole by rdflib (not streamed).  Same options as ``nt`` plus ``base=``.
-``jsonl``   ``{"head": ..., "relation": ..., "tail": ...}`` per line (extra keys allowed).
-``tables``  ``nodes.csv`` (id, name, type/types) + ``edges.csv`` (source, relation, target).  Options:
-            ``nodes=``, ``edges=``, ``delimiter=","``, ``type_separator=";"``, ``quotechar=``.
+``jsonl``   ``{"head": ..., "relation": ..., "tail": ...}`` per line (extra keys allowed); a line
+            ``{"key": ..., "name": ..., "aliases": [...], "types": [...]}`` describes an entity.
+``tables``  ``nodes.csv`` (id, name, type/types, aliases) + ``edges.csv`` (source, relation, target).  Options:
+            ``nodes=``, ``edges=``, ``delimiter=","``, ``type_separator=";"`` (also between aliases),
+            ``quotechar=``.
+            (``tsv`` / ``csv`` also read an ``aliases`` column: the head's other names, ``alias_separator=";"``.)
 
 Every format but ``ttl`` reads line by line (memory flat in the file size; ``tables`` keeps its node ids).
 Files ending in ``.gz`` / ``.bz2`` are decompressed on the fly.  Malformed input becomes a

@@ -301,6 +301,8 @@ def parse_delimited(
     columns: int | None = None,
     quotechar: str | None = '"',
     comment: str | None = "#",
+    aliases: str | int | None = None,
+    alias_separator: str = ";",
 ) -> Iterator[Record]:
     """Triples from a TSV or CSV file, with or without a header row.
 
@@ -311,6 +313,9 @@ def parse_delimited(
     must have exactly ``columns`` fields (default: the header's width, else the largest position + 1).
     Fields are parsed by the csv module (quoted fields may hold the delimiter or line breaks; ``quotechar=None``
     turns quoting off for raw dumps) and stripped.  Blank and comment lines are skipped silently.
+    ``aliases`` names the column (or position) holding the head's other names, separated by ``alias_separator``
+    (by default a header column named ``aliases``, ``alias`` or ``head_aliases``); each row with some also yields an
+    EntityRecord of the head with them.
     """
     if delimiter is None:
         delimiter = "\t" if fmt == "tsv" else ","
@@ -319,13 +324,34 @@ def parse_delimited(
         if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))
                                   or (isinstance(value, int) and value < 0)):
             raise ConfigError(f"{fmt}: {role}= must be a column name or a 0-based position, got {value!r}")
+    if aliases is not None and (isinstance(aliases, bool) or not isinstance(aliases, (str, int))
+                                or (isinstance(aliases, int) and aliases < 0)):
+        raise ConfigError(f"{fmt}: aliases= must be a column name or a 0-based position, got {aliases!r}")
+    if not isinstance(alias_separator, str) or not alias_separator:
+        raise ConfigError(f"{fmt}: alias_separator must be a non-empty string, got {alias_separator!r}")
     named = {r: v for r, v in spec.items() if isinstance(v, str)}
     if named and header is False:
         raise ConfigError(f"{fmt}: columns given by name ({', '.join(named.values())}) need a header row")
     if columns is not None and (not isinstance(columns, int) or columns < 1):
         raise ConfigError(f"{fmt}: columns= must be a positive integer, got {columns!r}")
     _check_chars(delimiter, quotechar)
-    return _delimited_records(path, rep, fmt, delimiter, spec, named, header, columns, quotechar, comment)
+    return _delimited_records(path, rep, fmt, delimiter, spec, named, header, columns, quotechar, comment,
+                              (aliases, alias_separator))
+
+
+def _alias_column(hdr: list[str] | None, spec: str | int | None, taken: Collection[int], path: Any) -> int | None:
+    """The position of the aliases column: given by name or position, else a header column with an alias name."""
+    if isinstance(spec, int):
+        return spec
+    if isinstance(spec, str):
+        if hdr is None or spec not in hdr:
+            raise ConfigError(f"{path}: no aliases column {spec!r} in the header {hdr!r}")
+        return hdr.index(spec)
+    return _pick(hdr, _ALIAS_NAMES, taken) if hdr is not None else None
+
+
+def _split_aliases(text: str, sep: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a.strip() for a in text.split(sep) if a.strip()))
 
 
 def _delimited_records(
@@ -339,6 +365,7 @@ def _delimited_records(
     columns: int | None,
     quotechar: str | None,
     comment: str | None,
+    alias_spec: tuple[str | int | None, str] = (None, ";"),
 ) -> Iterator[Record]:
     rows = iter_csv_rows(path, rep, delimiter=delimiter, quotechar=quotechar, comment=comment)
     first = next(rows, None)
@@ -381,6 +408,9 @@ def _delimited_records(
         raise ConfigError(f"{fmt}: head, relation and tail must be different columns, got {pos}")
     if max(pos.values()) >= width:
         raise ConfigError(f"{fmt}: column position {max(pos.values())} is beyond the {width} columns")
+    i_alias = _alias_column(first_clean if header else None, alias_spec[0], list(pos.values()), path)
+    if i_alias is not None and (i_alias >= width or i_alias in pos.values()):
+        raise ConfigError(f"{fmt}: the aliases column {i_alias} is not a column of its own among the {width}")
 
     def records(stream: Iterable[tuple[int, list[str]]]) -> Iterator[Record]:
         for n, row in stream:
@@ -393,6 +423,8 @@ def _delimited_records(
                 rep.error(n, bad)
                 continue
             yield TripleRecord(h, r, t, n)
+            if i_alias is not None and row[i_alias].strip():
+                yield EntityRecord(h, None, (), n, _split_aliases(row[i_alias], alias_spec[1]))
 
     if not header:
         yield from records([first])
@@ -420,8 +452,31 @@ def iter_json_lines(path: str | Path, rep: Reporter) -> Iterator[tuple[int, Any]
             rep.error(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
 
 
+def _json_entity(n: int, obj: dict[str, Any], rep: Reporter) -> EntityRecord | None:
+    """An entity line: ``{"key": ..., "name": ..., "aliases": [...], "types": [...]}`` (all but the key optional)."""
+    key = _json_text(obj.get("key", obj.get("id")))
+    if not key:
+        rep.error(n, "an entity line needs a key: got " + repr(obj.get("key", obj.get("id"))))
+        return None
+    name = obj.get("name")
+    if name is not None and not (isinstance(name, str) and name.strip()):
+        rep.error(n, f"not a name: {name!r}")
+        return None
+    lists: dict[str, tuple[str, ...]] = {}
+    for field in ("aliases", "types"):
+        raw = obj.get(field) or []
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            rep.error(n, f"{field} must be a list of strings: got {raw!r}")
+            return None
+        lists[field] = tuple(dict.fromkeys(x.strip() for x in raw if x.strip()))
+    return EntityRecord(key, name.strip() if name else None, lists["types"], n, lists["aliases"])
+
+
 def parse_jsonl(path: str | Path, rep: Reporter) -> Iterator[Record]:
-    """One JSON object per line with string keys ``head``, ``relation``, ``tail`` (extra keys are ignored).
+    """One JSON object per line with string keys ``head``, ``relation``, ``tail`` (extra keys are ignored), or,
+    for an entity, ``key`` (or ``id``) with any of ``name``, ``aliases`` (a list of other names) and ``types``.
 
     Values must be strings (numbers are accepted and keyed by their JSON text, e.g. ``1994``); blank lines
     are skipped.
@@ -429,6 +484,11 @@ def parse_jsonl(path: str | Path, rep: Reporter) -> Iterator[Record]:
     for n, obj in iter_json_lines(path, rep):
         if not isinstance(obj, dict):
             rep.error(n, f"not a JSON object: got {type(obj).__name__}")
+            continue
+        if not any(k in obj for k in _ROLES) and ("key" in obj or "id" in obj):
+            ent = _json_entity(n, obj, rep)
+            if ent is not None:
+                yield ent
             continue
         missing = [k for k in _ROLES if k not in obj]
         if missing:
@@ -450,6 +510,7 @@ def parse_jsonl(path: str | Path, rep: Reporter) -> Iterator[Record]:
 _ID_NAMES = ("id", "key", "node_id", "nodeid", "entity_id")
 _NAME_NAMES = ("name", "label", "title", "display_name")
 _TYPE_NAMES = ("types", "type", "labels", "category", "categories", "kind")
+_ALIAS_NAMES = ("aliases", "alias", "head_aliases", "alt_names", "also_known_as", "synonyms")
 _SRC_NAMES = ("source", "src", "from", "head", "source_id", "start", "subject")
 _EREL_NAMES = ("relation", "rel", "type", "relationship", "relation_type", "label", "predicate")
 _DST_NAMES = ("target", "dst", "to", "tail", "target_id", "end", "object")
@@ -477,11 +538,11 @@ def parse_tables(
     """An enterprise export as two CSV files with header rows: nodes, then edges.
 
     ``nodes.csv``: columns ``id``, ``name`` and optionally ``type`` or ``types`` (several types separated by
-    ``;``); ``edges.csv``: columns ``source``, ``relation``, ``target`` (node ids).  ``path`` is a directory
-    holding both (or ``nodes=`` / ``edges=`` give the files).  Yields an EntityRecord per node first, then a
-    TripleRecord per edge.  The set of node ids is kept in memory (one string per node) to check that every edge's
-    source and target is a node: an edge with an unknown end, a duplicate node id or an empty id, name or
-    relation is a malformed line.
+    ``;``) and ``aliases`` (other names, separated the same way); ``edges.csv``: columns ``source``, ``relation``,
+    ``target`` (node ids).  ``path`` is a directory holding both (or ``nodes=`` / ``edges=`` give the files).
+    Yields an EntityRecord per node first, then a TripleRecord per edge.  The set of node ids is kept in memory
+    (one string per node) to check that every edge's source and target is a node: an edge with an unknown end, a
+    duplicate node id or an empty id, name or relation is a malformed line.
     """
     nodes_p, edges_p = resolve_tables(path, nodes, edges)
     if not isinstance(type_separator, str) or not type_separator:
@@ -506,6 +567,7 @@ def _tables_records(
             if i_id is None or i_name is None:
                 raise ConfigError(f"{nodes_p}:{hline}: the nodes header needs columns id and name, got {hdr!r}")
             i_type = _pick(hdr, _TYPE_NAMES, [i_id, i_name])
+            i_alias = _pick(hdr, _ALIAS_NAMES, [i for i in (i_id, i_name, i_type) if i is not None])
             for n, row in rows:
                 if len(row) != len(hdr):
                     node_rep.error(n, f"wrong column count: expected {len(hdr)} fields, got {len(row)}")
@@ -522,7 +584,8 @@ def _tables_records(
                 types: tuple[str, ...] = ()
                 if i_type is not None:
                     types = tuple(t.strip() for t in row[i_type].split(type_separator) if t.strip())
-                yield EntityRecord(key, name, types, n)
+                aliases = _split_aliases(row[i_alias], type_separator) if i_alias is not None else ()
+                yield EntityRecord(key, name, types, n, tuple(a for a in aliases if a != name))
 
         rows = iter_csv_rows(edges_p, edge_rep, delimiter=delimiter, quotechar=quotechar, comment=None)
         first = next(rows, None)

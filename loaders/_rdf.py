@@ -5,9 +5,10 @@ Mapping to records, for both:
 * an IRI's entity key is the IRI; a literal object is an entity whose key is the literal's lexical form
   (``"1940-11-27"^^xsd:date`` -> ``1940-11-27``; language tag and datatype are dropped); a blank node's key is
   ``_:<file name>:<label>`` (scoped to its file, so two files' ``_:b1`` stay apart);
-* ``rdfs:label`` with a literal object -> ``EntityRecord(key, name=label)``, only for untagged labels and those
-  whose language is in ``label_langs`` (default English: ``en``, ``en-GB``...); other languages are dropped
-  silently;
+* ``rdfs:label`` with a literal object -> ``EntityRecord(key, name=label)``, for untagged labels and those
+  whose language is in ``label_langs`` (default English: ``en``, ``en-GB``...); a label in another language is an
+  alias of the entity (``EntityRecord(key, aliases=(label,))``), as is ``skos:altLabel`` (``alias_predicates``) in
+  any language;
 * ``rdf:type`` -> ``EntityRecord(key, types=(local name of the class,))``;
 * any other predicate -> ``TripleRecord(subject, local name of the predicate, object)``, where the local name is
   what follows the last ``#`` or ``/`` (the whole IRI if that is empty).  Predicates of different namespaces
@@ -27,6 +28,7 @@ from ._parsers import Reporter, _decode_reason, iter_lines, open_binary
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+SKOS_ALT_LABEL = "http://www.w3.org/2004/02/skos/core#altLabel"
 
 
 def local_name(iri: str) -> str:
@@ -47,8 +49,10 @@ class _Mapper:
         label_langs: Collection[str] | None,
         label_predicates: Collection[str],
         type_predicates: Collection[str],
+        alias_predicates: Collection[str] = (SKOS_ALT_LABEL,),
     ) -> None:
         self.rep = rep
+        self.alias_p = frozenset(alias_predicates)
         self.scope = scope
         self.langs = None if label_langs is None else {lang.lower() for lang in label_langs}
         self.label_p = frozenset(label_predicates)
@@ -66,14 +70,14 @@ class _Mapper:
     def record(
         self, line: int, s: str, p: str, o: str, o_is_literal: bool, lang: str | None
     ) -> Record | None:
-        if p in self.label_p and o_is_literal:
-            if not self.lang_ok(lang):
-                return None
+        if (p in self.label_p or p in self.alias_p) and o_is_literal:
             name = o.strip()
             if not name:
                 self.rep.error(line, "empty label")
                 return None
-            return EntityRecord(s, name, (), line)
+            if p in self.label_p and self.lang_ok(lang):
+                return EntityRecord(s, name, (), line)
+            return EntityRecord(s, None, (), line, (name,))  # another language's label, or an altLabel
         if not o:
             self.rep.error(line, "empty literal")
             return None
@@ -86,15 +90,17 @@ def _options(
     label_langs: Collection[str] | None,
     label_predicates: Collection[str] | None,
     type_predicates: Collection[str] | None,
-) -> tuple[Collection[str] | None, Collection[str], Collection[str]]:
+    alias_predicates: Collection[str] | None = None,
+) -> tuple[Collection[str] | None, Collection[str], Collection[str], Collection[str]]:
     if isinstance(label_langs, str):
         label_langs = (label_langs,)
     lp = (RDFS_LABEL,) if label_predicates is None else tuple(label_predicates)
     tp = (RDF_TYPE,) if type_predicates is None else tuple(type_predicates)
-    for name, v in (("label_predicates", lp), ("type_predicates", tp)):
+    ap = (SKOS_ALT_LABEL,) if alias_predicates is None else tuple(alias_predicates)
+    for name, v in (("label_predicates", lp), ("type_predicates", tp), ("alias_predicates", ap)):
         if isinstance(v, str) or not all(isinstance(x, str) for x in v):
             raise ConfigError(f"{name} must be a collection of IRIs")
-    return label_langs, lp, tp
+    return label_langs, lp, tp, ap
 
 
 def _scope(path: str | Path) -> str:
@@ -191,13 +197,14 @@ def parse_nt(
     label_langs: Collection[str] | None = ("en",),
     label_predicates: Collection[str] | None = None,
     type_predicates: Collection[str] | None = None,
+    alias_predicates: Collection[str] | None = None,
 ) -> Iterator[Record]:
     """N-Triples, streamed line by line with a strict tokenizer (RDF 1.1 N-Triples grammar).
 
     Blank lines and ``#`` comment lines are skipped; a line that is not one valid triple is malformed.
     Memory is flat in the file size.  ``label_langs=None`` accepts labels in every language.
     """
-    mapper = _Mapper(rep, _scope(path), *_options(label_langs, label_predicates, type_predicates))
+    mapper = _Mapper(rep, _scope(path), *_options(label_langs, label_predicates, type_predicates, alias_predicates))
     return _nt_records(path, rep, mapper)
 
 
@@ -230,6 +237,7 @@ def parse_ttl(
     label_predicates: Collection[str] | None = None,
     type_predicates: Collection[str] | None = None,
     base: str | None = None,
+    alias_predicates: Collection[str] | None = None,
 ) -> Iterator[Record]:
     """Turtle, parsed by rdflib's Turtle parser.
 
@@ -241,7 +249,7 @@ def parse_ttl(
     file is lost: rdflib cannot resume).  An undecodable line is reported and the statements
     holding its replaced characters are dropped.  ``base`` resolves relative IRIs (default: none).
     """
-    mapper = _Mapper(rep, _scope(path), *_options(label_langs, label_predicates, type_predicates))
+    mapper = _Mapper(rep, _scope(path), *_options(label_langs, label_predicates, type_predicates, alias_predicates))
     return _ttl_records(path, rep, mapper, base)
 
 

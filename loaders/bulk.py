@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 from engine._errors import ConfigError, InputError, MalformedInputError
 from engine._reports import Report, SkipLog
 from engine.stores.aliases import has_aliases, resolve_keys
-from engine.stores.graph import GraphStore, entity_id, relation_id, sanitize_relation, type_id
+from engine.stores.graph import GraphStore, alias_id, entity_id, relation_id, sanitize_relation, type_id
 from loaders._model import EntityRecord, TripleRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,6 +64,7 @@ class LoadSummary(Report):
     embedded_entities: int = 0
     embedded_relations: int = 0
     embedded_types: int = 0
+    embedded_aliases: int = 0
     lines_skipped: int = 0
     duplicates_removed: int = 0  # vector rows stored twice under one id, removed (see remove_duplicate_vectors)
     skip_reasons: dict[str, int] = field(default_factory=dict)
@@ -79,7 +80,8 @@ class LoadSummary(Report):
             f"  triples read {self.triples:,}  relationships created {self.relationships_created:,}",
             f"  entities created {self.entities_created:,}  embedded {self.embedded_entities:,}",
             f"  relations {self.relations:,} (new {self.relations_created:,}, embedded {self.embedded_relations:,})"
-            f"  types new {self.types_created:,} (embedded {self.embedded_types:,})",
+            f"  types new {self.types_created:,} (embedded {self.embedded_types:,})"
+            + (f"  aliases embedded {self.embedded_aliases:,}" if self.embedded_aliases else ""),
             f"  time: graph {self.graph_s:.1f} s, embed {self.embed_s:.1f} s, vectors {self.vector_s:.1f} s",
             f"  lines skipped {self.lines_skipped:,}",
         ]
@@ -165,6 +167,7 @@ def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dic
         summary.embedded_entities += len(ids)
     if bar is not None:
         bar.update(len(eids))
+    embed_aliases(vectors, embedder, kg, info.get("aliases") or {}, summary, embed_batch_size)
     for kind, items, idf in (("relations", info["rels"], relation_id), ("types", info["types"], type_id)):
         if not items:
             continue
@@ -182,6 +185,31 @@ def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dic
                 summary.embedded_relations += len(miss)
             else:
                 summary.embedded_types += len(miss)
+
+
+def embed_aliases(vectors: VectorStore, embedder: TextEmbedder, kg: str, aliases: dict[int, list[str]],
+                  summary: LoadSummary, embed_batch_size: int = 64) -> None:
+    """Embed the aliases (eid -> its aliases) that have no vector yet, each like a name, into the aliases
+    collection (made by the first alias)."""
+    from engine.stores.vectors import ALIASES
+
+    rows = [(alias_id(kg, eid, a), eid, a) for eid, names in aliases.items() for a in names]
+    if not rows:
+        return
+    t0 = time.perf_counter()
+    have = vectors.existing_ids(ALIASES, [r[0] for r in rows])
+    miss = [r for r in rows if r[0] not in have]
+    summary.vector_s += time.perf_counter() - t0
+    if not miss:
+        return
+    t1 = time.perf_counter()
+    vecs = embedder.encode([a for _, _, a in miss], batch_size=embed_batch_size)
+    summary.embed_s += time.perf_counter() - t1
+    t2 = time.perf_counter()
+    vectors.upsert(ALIASES, [i for i, _, _ in miss], vecs, names=[a for _, _, a in miss],
+                   owners=[e for _, e, _ in miss])
+    summary.vector_s += time.perf_counter() - t2
+    summary.embedded_aliases += len(miss)
 
 
 def remove_duplicate_vectors(graph: GraphStore, vectors: VectorStore) -> int:
@@ -293,9 +321,12 @@ class BulkLoader:
                 key = key_of.get(rec.key, rec.key)
                 eid = entity_id(kg, key)
                 row = records.setdefault(eid, {"eid": eid, "key": key, "key_name": default_name(key), "name": None,
-                                               "types": []})
+                                               "types": [], "aliases": []})
                 if rec.name:
                     row["name"] = rec.name
+                for a in rec.aliases:
+                    if a and a not in row["aliases"]:
+                        row["aliases"].append(a)
                 for ty in rec.types:
                     if ty not in row["types"]:
                         row["types"].append(ty)
@@ -319,8 +350,11 @@ class BulkLoader:
             summary.types_created += g.merge_entity_types(
                 [{"tid": type_id(kg, ty), "name": ty, "eids": eids} for ty, eids in types.items()])
         renamed = [r["eid"] for r in records.values() if r["name"]]
+        # an alias equal to the entity's name adds nothing (the name is embedded already)
+        aliases = {r["eid"]: [a for a in r["aliases"] if a != (names.get(r["eid"]) or r["name"])]
+                   for r in records.values() if r["aliases"]}
         info = {"eids": list(names), "renamed": renamed, "names": names,
-                "rels": sorted(rel_names), "types": sorted(types)}
+                "rels": sorted(rel_names), "types": sorted(types), "aliases": aliases}
         return info, self._split_triples(groups)
 
     def _split_triples(self, groups: dict[int, list[dict[str, Any]]]

@@ -2,7 +2,8 @@
 
 The user names the label and the key (and name) properties. Adoption only adds to the user's graph (docs/security.md):
 each node gets isorag's ``:IsoragEntity`` label and ``isorag_*`` properties (``isorag_eid``, ``isorag_kg``,
-``isorag_key``, ``isorag_name``, ``isorag_name_key``, ``isorag_types``, ``isorag_adopted``); its own properties
+``isorag_key``, ``isorag_name``, ``isorag_name_key``, ``isorag_types``, ``isorag_adopted``, and
+``isorag_aliases`` when an aliases property is named: a list of strings, or one string); its own properties
 (``name``, ``key``, an ``eid`` of its own...), labels and relationships are never written. The relationships between
 adopted nodes stay as they are and their types become the KG's relation catalog (name = the type). ``drop`` gives
 the nodes back as they were (:meth:`engine.stores.graph.GraphStore.drop`).
@@ -23,7 +24,7 @@ from engine._cypher import cypher, label as label_slot, render
 from engine._errors import ConfigError, InputError
 from engine.stores.graph import GraphStore, entity_id, name_key, relation_id
 from engine.stores.texts import entity_text
-from loaders.bulk import LoadSummary, remove_duplicate_vectors
+from loaders.bulk import LoadSummary, embed_aliases, remove_duplicate_vectors
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -51,15 +52,17 @@ def _survey(graph: GraphStore, label: str, key: str, summary: LoadSummary) -> No
 
 
 def embed_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, label: str, key: str,
-                   name: str | None = None, progress: bool = True, batch_size: int = 10_000) -> LoadSummary:
-    """Adopt the nodes of ``label`` into the KG of ``graph`` and embed them, holding the KG's writer lease."""
+                   name: str | None = None, progress: bool = True, batch_size: int = 10_000,
+                   aliases: str | None = None) -> LoadSummary:
+    """Adopt the nodes of ``label`` into the KG of ``graph`` and embed them, holding the KG's writer lease
+    (``aliases``: the property holding each node's other names, embedded like names)."""
     with graph.lock(f"adopt label {label}"):
         return _embed_existing(graph, vectors, embedder, label=label, key=key, name=name, progress=progress,
-                               batch_size=batch_size)
+                               batch_size=batch_size, aliases=aliases)
 
 
 def _embed_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, label: str, key: str,
-                    name: str | None, progress: bool, batch_size: int) -> LoadSummary:
+                    name: str | None, progress: bool, batch_size: int, aliases: str | None = None) -> LoadSummary:
     from tqdm import tqdm
 
     t_start = time.perf_counter()
@@ -74,15 +77,17 @@ def _embed_existing(graph: GraphStore, vectors: VectorStore, embedder: TextEmbed
     bar = tqdm(desc="adopt+embed (entities)", unit="ent", disable=not progress, file=sys.stderr)
     while True:
         t0 = time.perf_counter()
-        rows = graph.read(q, key=key, name=name or key, limit=batch_size)
+        rows = graph.read(q, key=key, name=name or key, aliases=aliases, limit=batch_size)
         if not rows:
             break
         adopt = [{"id": r["id"], "eid": entity_id(graph.kg, r["key"]), "key": r["key"], "name": r["name"],
-                  "name_key": name_key(r["name"])} for r in rows]
+                  "name_key": name_key(r["name"]),
+                  "aliases": list(dict.fromkeys(a for a in r["aliases"] if a and a != r["name"]))} for r in rows]
         graph.write(cypher("existing_adopt"), rows=adopt, kg=graph.kg)
         summary.graph_s += time.perf_counter() - t0
         summary.entities_created += len(adopt)
         _embed_missing(vectors, embedder, [(a["eid"], a["name"]) for a in adopt], summary)
+        embed_aliases(vectors, embedder, graph.kg, {a["eid"]: a["aliases"] for a in adopt if a["aliases"]}, summary)
         bar.update(len(adopt))
     types = [r["type"] for r in graph.read_named("existing_rel_types", kg=graph.kg)]
     if types:

@@ -223,7 +223,7 @@ class Run:
         r.retrieval = res
         r.subgraphs = list(res.subgraphs)
         stage_ms = r.timings.pop("retrieve", 0.0)  # re-added after its parts, so that they read in order
-        for name in ("embed", "vector", "graph"):
+        for name in ("embed", "vector", "names", "graph"):
             if name in res.timings:
                 r.timings[name] = res.timings[name]
         # the stage's wall time: it includes starting the stores and the embedder at first use

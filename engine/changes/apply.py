@@ -40,7 +40,7 @@ from engine.stores.texts import entity_text
 from .batching import batches, op_keys, spool, unspool
 from .ops import MergeEntity, Op, RemoveEntity
 from .statements import BatchStatements
-from .vectors import catch_up, sync_vectors
+from .vectors import catch_up, sync_alias_vectors, sync_vectors
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -330,5 +330,5 @@ def apply_changes(graph: GraphStore, vectors: VectorStore | None, embedder: Text
         ops, strict=strict, source=source)
 
 
-__all__ = ["ApplyReport", "ChangeApplier", "apply_changes", "entity_text", "kg_aliases", "sync_vectors",
-           "unused_types", "BATCH_SIZE"]
+__all__ = ["ApplyReport", "ChangeApplier", "apply_changes", "entity_text", "kg_aliases", "sync_alias_vectors",
+           "sync_vectors", "unused_types", "BATCH_SIZE"]

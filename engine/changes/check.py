@@ -1,7 +1,8 @@
 """Compare a KG's two stores in full, and repair what differs.
 
-Neo4j is the store of record; Milvus must hold exactly one vector per entity, relation and type of the KG, embedded
-from its current text. :func:`check_stores` compares
+Neo4j is the store of record; Milvus must hold exactly one vector per entity, relation, type and alias of the KG,
+embedded from its current text (an alias's id is made of its entity and its text, so a present alias id is
+up to date). :func:`check_stores` compares
 
 * counts per kind (and rows stored twice under one id),
 * ids: every id of Neo4j against every id of Milvus (read in pages, kept as int64 arrays: 8 bytes an id), and every
@@ -35,7 +36,7 @@ from engine.stores.graph import entity_id
 from engine.stores.texts import entity_text, text_digest
 
 from .apply import ApplyReport, unused_types
-from .vectors import catch_up, sync_vectors
+from .vectors import catch_up, sync_alias_vectors, sync_vectors
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import TextEmbedder
@@ -83,11 +84,13 @@ class CheckReport(Report):
         return {**super().to_dict(), "ok": self.ok}
 
     def lines(self) -> list[str]:
+        kinds = ("entities", "relations", "types") + (
+            ("aliases",) if self.neo4j.get("aliases") or self.milvus.get("aliases") else ())
         out = [f"KG {self.kg!r}: the stores " + ("agree" if self.ok else "differ")
                + f" (checked in {self.wall_s:.1f} s; texts of "
-               + ", ".join(f"{self.texts_checked.get(k, 0):,} {k}" for k in KINDS)
+               + ", ".join(f"{self.texts_checked.get(k, 0):,} {k}" for k in kinds)
                + (", every entity embedded again" if self.deep else "") + ")"]
-        for k in KINDS:
+        for k in kinds:
             out.append(f"  {k:<9} neo4j {self.neo4j.get(k, 0):,}  milvus {self.milvus.get(k, 0):,}  missing "
                        f"{self.missing.get(k, 0):,}  extra {self.extra.get(k, 0):,}  stale {self.stale.get(k, 0):,}"
                        f"  duplicates {self.duplicates.get(k, 0):,}")
@@ -241,6 +244,26 @@ def _check_catalog(vectors: VectorStore, rep: CheckReport, kind: str, names: dic
         np.setdiff1d(have, want, assume_unique=True).tolist()
 
 
+def _alias_owners(graph: GraphStore) -> dict[int, int]:
+    """aid -> eid of every alias of the KG (what the aliases collection must hold)."""
+    from engine.stores.graph import alias_id
+
+    return {alias_id(graph.kg, r["eid"], a): r["eid"] for r in graph.read_named("check_aliases", kg=graph.kg)
+            for a in r["aliases"]}
+
+
+def _check_aliases(vectors: VectorStore, rep: CheckReport, owners: dict[int, int]) -> tuple[set[int], list[int]]:
+    """Aliases: an alias row's id is made of its entity and its text, so the ids say it all; returns (the entities
+    whose alias vectors to write again, alias ids to delete from Milvus)."""
+    want = np.asarray(sorted(owners), dtype=np.int64)
+    have, _, rows = _milvus_rows(vectors, "aliases")
+    present = _compare(rep, "aliases", want, have, rows)
+    rep.texts_checked["aliases"] = len(present)
+    rep.stale["aliases"] = 0
+    missing = np.setdiff1d(want, have, assume_unique=True).tolist()
+    return {owners[a] for a in missing}, np.setdiff1d(have, want, assume_unique=True).tolist()
+
+
 def _unused_relations(graph: GraphStore) -> list[str]:
     catalog = {ri.type for ri in graph.relation_catalog(refresh=True).values()}
     return unused_types(graph, sorted(catalog), catalog)
@@ -270,6 +293,7 @@ def _check(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, *, r
     catalog = _neo4j_catalog(graph)
     for kind in ("relations", "types"):
         fix[kind], gone[kind] = _check_catalog(vectors, rep, kind, catalog[kind])
+    fix["aliases"], gone["aliases"] = _check_aliases(vectors, rep, _alias_owners(graph))
     rep.unused_relations = _unused_relations(graph)
     if repair:
         _repair(graph, vectors, embedder, rep, fix, gone, queued)
@@ -287,7 +311,7 @@ def _repair(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, rep
         dropped = graph.write_tx([(cypher("changes_drop_relations"),
                                    {"kg": graph.kg, "types": rep.unused_relations})])[0]
         gone["relations"].extend(r["rid"] for r in dropped)
-    for kind in KINDS:
+    for kind in (*KINDS, "aliases"):
         if gone[kind]:
             vectors.delete(kind, gone[kind])
             rep.deleted += len(gone[kind])
@@ -296,6 +320,12 @@ def _repair(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, rep
                           fix["relations"] | set(queued["relations"]), fix["types"] | set(queued["types"]))
     rep.upserted += up
     rep.deleted += de
+    if fix["aliases"]:  # the entities of missing alias vectors: theirs written again
+        eids = sorted(fix["aliases"])
+        held = graph.read_named("changes_texts", eids=eids, kg=graph.kg)
+        up, de = sync_alias_vectors(vectors, embedder, graph.kg, eids, {r["eid"]: list(r["aliases"]) for r in held})
+        rep.upserted += up
+        rep.deleted += de
     if rep.queued:
         catch_up(graph, None, None, ApplyReport())
     vectors.ensure_ready()

@@ -5,11 +5,14 @@ original name:
 
 ``AddTriple(head, relation, tail)``      add the edge (and its entities when missing)
 ``RemoveTriple(head, relation, tail)``   remove the edge; its entities stay (remove them with ``RemoveEntity``)
-``SetEntity(key, name, description, types)``
+``SetEntity(key, name, description, types, aliases, remove_aliases)``
                                          set what is not ``None``: the display name, a description (both are the
                                          text the entity's vector is embedded from), the types (they replace the
-                                         entity's types, or are added to them when ``add_types`` is true); the
-                                         entity has something of its own from then on (it stays without triples).
+                                         entity's types, or are added to them when ``add_types`` is true), the
+                                         aliases (other names, each embedded like a name: they replace the
+                                         entity's, or are added when ``add_aliases`` is true) and aliases to
+                                         remove; the entity has something of its own from then on (it stays
+                                         without triples).
                                          ``reset=True`` (nothing else given) makes it what an added triple makes an
                                          entity: its key's default name, no description, no types, nothing of its
                                          own (what a sync writes for an entity its file names in triples only)
@@ -29,6 +32,7 @@ JSON Lines (:func:`read_changes`), one object per line, ``op`` first::
     {"op": "add", "head": "Alien", "relation": "directed_by", "tail": "Ridley Scott"}
     {"op": "remove", "head": "Alien", "relation": "release_year", "tail": "1978"}
     {"op": "set", "key": "Ridley Scott", "name": "Sir Ridley Scott", "description": "...", "types": ["person"]}
+    {"op": "set", "key": "IBM", "add_aliases": ["Big Blue"], "remove_aliases": ["I.B.M."]}
     {"op": "remove_entity", "key": "Prometheus"}
     {"op": "merge", "source": "R. Scott", "target": "Ridley Scott"}
 
@@ -78,6 +82,9 @@ class SetEntity:
     line: int = 0
     path: str = ""
     add_types: bool = False  # True: ``types`` are added to the entity's types instead of replacing them
+    aliases: tuple[str, ...] | None = None  # the entity's other names (replacing its aliases unless add_aliases)
+    add_aliases: bool = False
+    remove_aliases: tuple[str, ...] | None = None  # aliases the entity no longer has
     reset: bool = False  # True: the entity becomes bare (default name, nothing of its own); nothing else is given
 
 
@@ -118,7 +125,7 @@ _FIELDS: dict[type[Any], tuple[str, ...]] = {
     RemoveEntity: ("key",),
     MergeEntity: ("source", "target"),
 }
-_SET_FIELDS = ("name", "description", "types")
+_SET_FIELDS = ("name", "description", "types", "aliases", "add_aliases", "remove_aliases")
 
 
 def where(op: Op) -> str:
@@ -133,7 +140,9 @@ def identity(op: Op) -> tuple[Any, ...]:
     if isinstance(op, (AddTriple, RemoveTriple)):
         return (type(op).__name__, op.head, op.relation, op.tail)
     if isinstance(op, SetEntity):
-        return ("SetEntity", op.key, op.name, op.description, op.types, op.add_types) + (("reset",) * op.reset)
+        aliased = op.aliases is not None or op.remove_aliases is not None
+        return (("SetEntity", op.key, op.name, op.description, op.types, op.add_types) + (("reset",) * op.reset)
+                + ((op.aliases, op.add_aliases, op.remove_aliases) if aliased else ()))
     if isinstance(op, RemoveEntity):
         return ("RemoveEntity", op.key)
     return ("MergeEntity", op.source, op.target)
@@ -185,7 +194,7 @@ def _set_entity(obj: dict[str, Any], key: str, line: int, path: str,
             raise bad(f"op 'set': reset makes the entity bare; it takes no {', '.join(given)}")
         return SetEntity(key, line=line, path=path, reset=True)
     if not any(f in obj for f in _SET_FIELDS):
-        raise bad("op 'set': nothing to set (give name, description and/or types, or reset)")
+        raise bad("op 'set': nothing to set (give name, description, types and/or aliases, or reset)")
     name = description = None
     if obj.get("name") is not None:
         name = _text(obj["name"])
@@ -206,7 +215,24 @@ def _set_entity(obj: dict[str, Any], key: str, line: int, path: str,
     add_types = obj.get("add_types", False)
     if not isinstance(add_types, bool):
         raise bad(f"op 'set': add_types must be true or false, got {add_types!r}")
-    return SetEntity(key, name, description, types, line=line, path=path, add_types=add_types)
+    lists = {f: _names(obj, f, bad) for f in ("aliases", "add_aliases", "remove_aliases")}
+    if lists["aliases"] is not None and lists["add_aliases"] is not None:
+        raise bad("op 'set': give aliases (to replace them) or add_aliases (to add to them), not both")
+    aliases = lists["aliases"] if lists["aliases"] is not None else lists["add_aliases"]
+    return SetEntity(key, name, description, types, line=line, path=path, add_types=add_types, aliases=aliases,
+                     add_aliases=lists["add_aliases"] is not None, remove_aliases=lists["remove_aliases"])
+
+
+def _names(obj: dict[str, Any], field: str, bad: Callable[[str], MalformedInputError]) -> tuple[str, ...] | None:
+    """A list of names (one string is a list of one), or None when the field is absent."""
+    raw = obj.get(field)
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(t, str) and t.strip() for t in raw):
+        raise bad(f"op 'set': {field} must be a list of non-empty strings, got {raw!r}")
+    return tuple(dict.fromkeys(t.strip() for t in raw))
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
@@ -224,6 +250,10 @@ def op_to_json(op: Op) -> dict[str, Any]:
             out["types"] = list(op.types)
         if op.add_types:
             out["add_types"] = True
+        if op.aliases is not None:
+            out["add_aliases" if op.add_aliases else "aliases"] = list(op.aliases)
+        if op.remove_aliases is not None:
+            out["remove_aliases"] = list(op.remove_aliases)
         if op.reset:
             out["reset"] = True
         return out
@@ -303,9 +333,9 @@ def _triple_ops(sources: list[tuple[str, bool, Iterator[Any]]]) -> Iterator[Op]:
             if isinstance(rec, TripleRecord):
                 kind = AddTriple if adding else RemoveTriple
                 yield kind(rec.head, rec.relation, rec.tail, line=rec.line, path=path)
-            elif adding and (rec.name or rec.types):
+            elif adding and (rec.name or rec.types or rec.aliases):
                 yield SetEntity(rec.key, name=rec.name or None, types=tuple(rec.types) or None, line=rec.line,
-                                path=path, add_types=True)
+                                path=path, add_types=True, aliases=tuple(rec.aliases) or None, add_aliases=True)
 
 
 __all__ = [

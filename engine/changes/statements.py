@@ -235,10 +235,18 @@ class BatchStatements:
     def _settings(self) -> None:
         rows: dict[int, dict[str, Any]] = {}
         type_rows: list[dict[str, Any]] = []
+        alias_rows: list[dict[str, Any]] = []
         for op in self.batch:
             if not isinstance(op, SetEntity):
                 continue
             r = self.key[op.key]
+            if op.aliases is not None or op.remove_aliases is not None:
+                alias_rows.append({"eid": r.eid, "aliases": list(op.aliases or ()),
+                                   "replace": op.aliases is not None and not op.add_aliases,
+                                   "remove": list(op.remove_aliases or ())})
+                if not op.aliases and op.name is None and op.description is None and op.types is None:
+                    self.report.entities_set += 1
+                    continue  # aliases taken away only: the entity gets nothing of its own by it
             dn = default_name(r.key)
             row = rows.setdefault(r.eid, {"eid": r.eid, "key": r.key, "name": None, "name_key": None,
                                           "set_desc": False, "description": None, "default_name": dn,
@@ -257,6 +265,9 @@ class BatchStatements:
             self.report.entities_set += 1
         if rows:  # (every set writes the row: an entity missing is created before its types are set)
             self.add(cypher("changes_set_entities"), {"rows": list(rows.values()), "kg": self.kg}, self._read_sets)
+        if alias_rows:  # an entity whose aliases changed is queued: its alias vectors follow
+            self.add(cypher("changes_set_aliases"), {"rows": alias_rows},
+                     lambda rows: self.stale.entities.update(r["eid"] for r in rows if r["changed"]))
         if type_rows:
             self.add(cypher("changes_set_types"), {"rows": type_rows, "kg": self.kg}, self._read_types)
 

@@ -205,6 +205,7 @@ class _FileSide:
     keys: dict[int, str] = field(default_factory=dict)
     in_triples: set[int] = field(default_factory=set)
     info: dict[int, tuple[str | None, list[str], int]] = field(default_factory=dict)
+    aliases: dict[int, list[str]] = field(default_factory=dict)  # the entity records' aliases, united in order
 
     def take(self, item: tuple[Any, ...], keep_triples: bool = True) -> None:
         kind = item[0]
@@ -218,7 +219,9 @@ class _FileSide:
             self.keys[item[1]] = item[2]
             self.in_triples.add(item[1])
         else:
-            _, ke, key, name, types, line = item
+            _, ke, key, name, types, line = item[:6]
+            also = self.aliases.setdefault(ke, [])
+            also.extend(a for a in (item[6] if len(item) > 6 else ()) if a not in also)
             self.keys[ke] = key
             old_name, old_types, first = self.info.get(ke, (None, [], line))
             for ty in types:
@@ -291,7 +294,8 @@ class Syncer:
                 else:
                     key = aliases.get(rec.key, rec.key)
                     ke = entity_id(kg, key)
-                    add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line))
+                    add((ke * parts) >> 63, ("E", ke, key, rec.name, tuple(rec.types), rec.line,
+                                             tuple(rec.aliases)))
                 if n % 10_000 == 0:
                     bar.update(10_000)
             bar.update(n % 10_000)
@@ -372,17 +376,26 @@ class Syncer:
             if ke in side.info:  # described by an entity record: something of its own
                 name, types, line = side.info[ke]
                 want_name = name or default_name(key)
+                # the file's aliases replace the entity's (its name is never one of them)
+                want_aliases = tuple(a for a in side.aliases.get(ke, []) if a != want_name)
                 if have is None:  # (made here, or by an added triple: named, typed and given its own)
-                    out["set"].add(0, ("set", key, want_name, tuple(types) or None, line, False))
+                    out["set"].add(0, ("set", key, want_name, tuple(types) or None, line, False,
+                                       want_aliases or None))
                     report.entities_set += 1
                     continue
                 set_name = have[2] != want_name or have[5] is not True  # (a set gives it its own, too)
                 set_types = types != list(have[3] or [])
-                if set_name or set_types:
+                set_aliases = list(want_aliases) != list(have[8] or [])
+                if set_name or set_types or set_aliases:
                     out["set"].add(0, ("set", key, want_name if set_name else None,
-                                       tuple(types) if set_types else None, line, False))
+                                       tuple(types) if set_types else None, line, False,
+                                       want_aliases if set_aliases else None))
                     report.entities_set += 1
-            elif have is not None and not self._bare(key, have):  # named in triples only: bare, as a load makes it
+                continue
+            if have is not None and have[8]:  # named in triples only: no alias of its own either
+                out["set"].add(0, ("set", key, None, None, 0, False, ()))
+                report.entities_set += 1
+            if have is not None and not self._bare(key, have):  # named in triples only: bare, as a load makes it
                 out["set"].add(0, ("set", key, None, None, 0, True))
                 report.entities_set += 1
         for ke, e in stored.items():
@@ -481,7 +494,9 @@ def _ops(out: dict[str, Spill], path: str) -> Iterator[Op]:
             elif kind == "add":
                 yield AddTriple(item[1], item[2], item[3], line=item[4], path=path)
             elif kind == "set":
-                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path, reset=item[5])
+                aliases = item[6] if len(item) > 6 else None
+                yield SetEntity(item[1], name=item[2], types=item[3], line=item[4], path=path, reset=item[5],
+                                aliases=None if aliases is None else tuple(aliases))
             else:
                 yield RemoveEntity(item[1])
 

@@ -12,7 +12,7 @@ in Neo4j, and the next run (of this or any change set, or ``check --repair``) wo
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from engine._cypher import cypher
 from engine.stores.texts import entity_text
@@ -41,8 +41,8 @@ def _sync_entities(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedd
     upserted = deleted = 0
     for start in range(0, len(eids), TEXTS_PER_READ):
         chunk = eids[start:start + TEXTS_PER_READ]
-        texts = {r["eid"]: entity_text(r["name"], r["description"])
-                 for r in graph.read_named("changes_texts", eids=chunk, kg=graph.kg)}
+        rows = graph.read_named("changes_texts", eids=chunk, kg=graph.kg)
+        texts = {r["eid"]: entity_text(r["name"], r["description"]) for r in rows}
         gone = [e for e in chunk if e not in texts]
         if gone:
             vectors.delete("entities", gone)
@@ -52,7 +52,31 @@ def _sync_entities(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedd
             said = [texts[i] for i in ids]
             vectors.upsert("entities", ids, embedder.encode(said, batch_size=embed_batch_size), texts=said)
             upserted += len(ids)
+        up, down = sync_alias_vectors(vectors, embedder, graph.kg, chunk,
+                                      {r["eid"]: list(r["aliases"]) for r in rows}, embed_batch_size=embed_batch_size)
+        upserted, deleted = upserted + up, deleted + down
     return upserted, deleted
+
+
+def sync_alias_vectors(vectors: VectorStore, embedder: TextEmbedder, kg: str, eids: Sequence[int],
+                       aliases: dict[int, list[str]], *, embed_batch_size: int = 64) -> tuple[int, int]:
+    """Make the alias vectors of these entities those of their aliases now (``aliases``: eid -> its aliases; an
+    entity not in it has none): the rows of aliases they lost deleted, those of new ones embedded (an alias row's id
+    is made of its entity and its text). Returns (upserted, deleted)."""
+    from engine.stores.graph import alias_id
+    from engine.stores.vectors import ALIASES
+
+    want = {alias_id(kg, e, a): (e, a) for e in eids for a in aliases.get(e, ())}
+    have = vectors.alias_rows(eids)
+    gone = [i for i in have if i not in want]
+    if gone:
+        vectors.delete(ALIASES, gone)
+    todo = [i for i in want if i not in have]
+    if todo:
+        said = [want[i][1] for i in todo]
+        vectors.upsert(ALIASES, todo, embedder.encode(said, batch_size=embed_batch_size), names=said,
+                       owners=[want[i][0] for i in todo])
+    return len(todo), len(gone)
 
 
 def _sync_catalog(graph: GraphStore, vectors: VectorStore, embedder: TextEmbedder, rids: list[int],
@@ -104,4 +128,4 @@ def catch_up(graph: GraphStore, vectors: VectorStore | None, embedder: TextEmbed
                     moved=wrote, vectors_ts=vectors.last_write_ts if vectors is not None else 0)
 
 
-__all__ = ["sync_vectors", "catch_up", "TEXTS_PER_READ"]
+__all__ = ["sync_alias_vectors", "sync_vectors", "catch_up", "TEXTS_PER_READ"]

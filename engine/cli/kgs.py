@@ -45,7 +45,8 @@ def _check_source_args(args: argparse.Namespace, command: str) -> None:
         if not args.label or not args.key_prop:
             raise ConfigError(f"{command} --from-neo4j needs --label and --key-prop")
         return
-    adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop))
+    adopt = [o for o, v in (("--label", args.label), ("--key-prop", args.key_prop), ("--name-prop", args.name_prop),
+                            ("--aliases-prop", getattr(args, "aliases_prop", None)))
              if v]
     if adopt:
         raise ConfigError(f"{', '.join(adopt)}: only with --from-neo4j")
@@ -65,7 +66,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         echo = (lambda m: print(m, file=sys.stderr)) if args.verbose else None
         if args.from_neo4j:
             summary = eng.load_existing(args.label, args.key_prop, args.name_prop, progress=not args.quiet,
-                                        batch_size=args.batch_size)
+                                        batch_size=args.batch_size, aliases=args.aliases_prop)
         else:
             summary = eng.load(args.path, args.format, strict=args.strict, progress=not args.quiet,
                                batch_size=args.batch_size, echo=echo, offline_import=args.offline_import,
@@ -216,6 +217,8 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
                         "(the server is stopped meanwhile; see docs/loading.md)")
     s.add_argument("--from-neo4j", action="store_true", help="embed a graph already in Neo4j")
     _adoption_options(s)
+    s.add_argument("--aliases-prop", type=text_type,
+                   help="with --from-neo4j: the property holding each node's other names (a list of strings)")
     _output_options(s)
     s.add_argument("-v", "--verbose", action="store_true", help="print the first skipped lines")
     s.set_defaults(func=cmd_load)

@@ -58,7 +58,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine._errors import CheckpointError, InputError
-from engine.learned.linking import FEATURES, MASK, LinkModel, LinkedTopic, candidates, mask, word_ngrams
+from engine.linking.local import local_names
+from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
+                                 word_ngrams)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -68,12 +70,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
-__all__ = ["FORMAT", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "RelationAligner", "TemplateClassifier",
-           "TemplateRelations", "alignment", "cached_encode", "check_text", "content_ngrams", "featurize",
-           "load_generator", "relation_words", "save_generator", "shape_ids", "skeleton_index"]
+__all__ = ["FORMAT", "ClassifierForward", "GeneratorCheckpoint", "PatternGenerator", "Proposal", "RelationAligner",
+           "TemplateClassifier", "TemplateRelations", "alignment", "cached_encode", "check_text", "content_ngrams",
+           "featurize", "load_generator", "relation_words", "save_generator", "shape_ids", "skeleton_index"]
 
 FORMAT = "isorag-generator/2"
 DEFAULT_BEAM = 3
+#: choices of topics a question's pattern is tried with (the linker's best, then other candidates alone)
+READINGS = 3
 #: hashed n-gram buckets (of the words, of the question's shape) and width of the hidden layer
 BUCKETS = 1 << 14
 SHAPE_BUCKETS = 1 << 12
@@ -231,6 +235,16 @@ def alignment(sims: Sequence[np.ndarray], rel: TemplateRelations) -> tuple[np.nd
     return (best @ rel.share.T).astype(np.float32), (z @ rel.share.T).astype(np.float32), cover
 
 
+class _Done:
+    """A value standing for a future that is already done."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
@@ -298,6 +312,40 @@ def _classifier_class() -> Any:
 
 
 TemplateClassifier = _classifier_class()
+
+
+class ClassifierForward:
+    """A :class:`TemplateClassifier` in evaluation, run in numpy on its weights (taken once): the same logits as
+    the torch module's forward for a question or a few, without its per-operator overhead (the module took ~4.6 ms
+    a question on a 2-core machine, this ~0.1 ms)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        w = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
+        self.proj_w, self.proj_b = w["proj.weight"].T.copy(), w["proj.bias"]
+        self.bag, self.shape = w["bag.weight"], w["shape.weight"]
+        # the template outputs and their skeletons' in one product: [hidden, templates + 1 + skeletons]
+        self.out_w = np.concatenate([w["out.weight"], w["skel.weight"]]).T.copy()
+        self.out_b = np.concatenate([w["out.bias"], w["skel.bias"]])
+        self.n_out = int(w["out.weight"].shape[0])
+        self.skel_of = model.skel_of.numpy()
+        self.align_w, self.contrast_w = float(w["align_w"]), float(w["contrast_w"])
+        self.cover_w, self.none_w = float(w["cover_w"]), float(w["none_w"])
+
+    def __call__(self, emb: np.ndarray, words: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]],
+                 align: np.ndarray, contrast: np.ndarray, cover: np.ndarray) -> np.ndarray:
+        """Logits ``[B, templates + 1]`` (float64) of ``emb`` [B, dim] and each question's n-gram and shape ids."""
+        bag = np.stack([self.bag[list(r)].mean(0) if len(r) else np.zeros(self.bag.shape[1], np.float32)
+                        for r in words])
+        shape = np.stack([self.shape[list(r)].mean(0) if len(r) else np.zeros(self.shape.shape[1], np.float32)
+                          for r in shapes])
+        h = np.maximum(np.asarray(emb, dtype=np.float32) @ self.proj_w + self.proj_b + bag + shape, 0.0)
+        y = (h @ self.out_w + self.out_b).astype(np.float64)
+        logits, skel = y[:, :self.n_out], y[:, self.n_out:]
+        named = (logits[:, :-1] + skel[:, self.skel_of] + self.align_w * align + self.contrast_w * contrast
+                 + self.cover_w * cover)
+        none = logits[:, -1:] + self.none_w * np.asarray(align, dtype=np.float64).max(-1, keepdims=True)
+        return np.concatenate([named, none], -1)
 
 
 def skeleton_index(templates: Sequence[Template]) -> list[int]:
@@ -551,8 +599,17 @@ class PatternGenerator:
 
     def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
                  embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None,
-                 max_chars: int = MAX_TEXT) -> None:
+                 max_chars: int = MAX_TEXT, replica: Callable[[], Any] | None = None,
+                 prefetch: Callable[[Sequence[str]], None] | None = None) -> None:
+        """``replica``: gives the KG's graph read replica when one is ready (the retriever's
+        :meth:`~engine.retrieval.retriever.Retriever.replica_now`): the question's names are then looked up and its
+        topics' relations read in process, and Neo4j is asked only for a name the replica leaves unknown.
+        ``prefetch``: starts reading the stored vectors of the linked topics' names for the retrieval that follows
+        (the retriever's :meth:`~engine.retrieval.retriever.Retriever.prefetch_names`), while the question is
+        embedded."""
         self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
+        self.replica = replica
+        self.prefetch = prefetch
         # the retriever's cached encode: the topics' names, embedded with the question in one call, are then
         # cache hits when the pattern is matched
         self.encode = encode or cached_encode(embedder.encode)
@@ -563,6 +620,7 @@ class PatternGenerator:
         self._pool: Any = None  # one worker: the topics' relationships are read while the question is embedded
         self._aligner: RelationAligner | None = None
         self._align_m: TemplateRelations | None = None
+        self._forward: ClassifierForward | None = None
 
     def _reader(self) -> Any:
         if self._pool is None:
@@ -596,37 +654,173 @@ class PatternGenerator:
         assert self._align_m is not None
         return self._aligner, self._align_m
 
-    def link(self, text: str, max_topics: int | None = None) -> list[LinkedTopic]:
-        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder)
-        return self.ckpt.link.choose(cands, text, max_topics)
+    def _replica(self) -> Any:
+        return self.replica() if self.replica is not None else None
+
+    def candidates(self, text: str) -> list[Candidate]:
+        """The text's candidate mentions (:func:`engine.linking.text.candidates`; in process where a replica is
+        ready)."""
+        rep = self._replica()
+        return candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder,
+                          local=local_names(rep) if rep is not None else None)
+
+    def link(self, text: str, max_topics: int | None = None, min_topics: int = 1) -> list[LinkedTopic]:
+        cands = self.candidates(text)
+        return self.ckpt.link.choose(cands, text, max_topics, min_topics)
+
+    def readings(self, text: str, limit: int = READINGS) -> list[list[LinkedTopic]]:
+        """The choices of topics to try for a question, best first (:meth:`engine.linking.text.LinkModel.readings`)."""
+        return self.ckpt.link.readings(self.candidates(text), text, limit=limit)
+
+    def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None
+               ) -> tuple[int, Any, Any, Any]:
+        """The reading whose topics fit a template best: the first reading's pattern when it is sure (its
+        probability at least the router's threshold), else the most probable of all (the pattern's probability
+        from its linking confidence and its best fitting template's); the first reading when no template fits any.
+        Returns (reading, template probabilities, which fit, profiles).
+
+        One read of all the readings' topics' relations (from the replica where one is ready, else from Neo4j while
+        the first reading is scored). The first reading a template fits is scored first (its texts in one
+        embedding call, the model once); the others, all in one more call, only when it is unsure: the linker's
+        other readings ("what", "star" read as films beside the name the question asks about) cost a question
+        its embedding twice, and a sure first reading keeps its pattern (``detail``: ms of the parts,
+        ``profiles`` the time spent on the read or waiting for it)."""
+        topics = [t for r in readings for t in r]
+        detail = detail if detail is not None else {}
+        t0 = time.perf_counter()
+        fits: list[tuple[np.ndarray, list[set[tuple[str, bool]]]]] | None = None
+        reading: Any = None
+        local = self._replica() is not None
+        if local:
+            if self.prefetch is not None:
+                self.prefetch([t.name for t in readings[0]])  # (the reading most often chosen)
+            fits = self._fits(readings, self._profiles(topics))
+        else:
+            reading = self._reader().submit(self._profiles, topics)
+        detail["profiles"] = ms(time.perf_counter() - t0)
+
+        def pair(i: int) -> tuple[str, list[str]]:
+            # the topics' names are embedded with the question for the retrieval that follows, unless a replica is
+            # ready: the retrieval then takes an exact name's stored vector, as for a pattern given
+            return mask(text, [(t.start, t.end) for t in readings[i]]), [] if local else [t.name for t in readings[i]]
+
+        first = next((i for i in range(len(readings)) if fits is None or fits[i][0].any()), 0)
+        ps: dict[int, Any] = {first: self.scores_many([pair(first)], detail)[0]}
+        if fits is None:
+            t1 = time.perf_counter()
+            fits = self._fits(readings, reading.result())
+            detail["profiles"] += ms(time.perf_counter() - t1)
+            if not fits[first][0].any():
+                first = next((i for i in range(len(readings)) if fits[i][0].any()), 0)
+                if first not in ps:
+                    ps[first] = self.scores_many([pair(first)], detail)[0]
+
+        def score(i: int) -> float:
+            ok = fits[i][0]
+            conf = float(np.prod([t.confidence for t in readings[i]]))
+            return self.ckpt.probability(float(np.max(np.where(ok, ps[i][:-1], 0.0))), conf)
+
+        if not fits[first][0].any():  # no reading fits a template
+            return first, ps[first], fits[first][0], fits[first][1]
+        best, best_score = first, score(first)
+        if best_score < self.threshold:
+            rest = [i for i in range(len(readings)) if i != first and fits[i][0].any()]
+            for i, p in zip(rest, self.scores_many([pair(i) for i in rest], detail)):
+                ps[i] = p
+                got = score(i)
+                if got > best_score:
+                    best, best_score = i, got
+        return best, ps[best], fits[best][0], fits[best][1]
+
+    def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
+              ) -> list[tuple[np.ndarray, list[set[tuple[str, bool]]]]]:
+        """Per reading, which templates fit its topics and their profiles (``profiles``: of all the readings'
+        topics in turn)."""
+        out, at = [], 0
+        for r in readings:
+            prof = list(profiles[at: at + len(r)])
+            at += len(r)
+            out.append((self._allowed(r, prof), prof))
+        return out
 
     def _profiles(self, topics: Sequence[LinkedTopic]) -> list[set[tuple[str, bool]]]:
         """Per topic, ``(relation name, leaves it)`` of the relationships at its entities (one read)."""
         names = self.relation_names()
         eids = sorted({e for t in topics for e in t.eids})
-        rows = self.graph.read_named("learned_profile", eids=eids, types=sorted(names)) if eids else []
-        at: dict[int, set[tuple[str, bool]]] = {}
-        for r in rows:
-            at.setdefault(int(r["eid"]), set()).add((names.get(r["type"], r["type"]), bool(r["out"])))
+        at = self._replica_profiles(eids, names)
+        if at is None:
+            rows = self.graph.read_named("learned_profile", eids=eids, types=sorted(names)) if eids else []
+            at = {}
+            for r in rows:
+                at.setdefault(int(r["eid"]), set()).add((names.get(r["type"], r["type"]), bool(r["out"])))
         return [set().union(*(at.get(e, set()) for e in t.eids)) for t in topics]
+
+    def _replica_profiles(self, eids: Sequence[int], names: Mapping[str, str]
+                          ) -> dict[int, set[tuple[str, bool]]] | None:
+        """What ``cypher/learned_profile.cypher`` reads, from the replica (None: no replica ready, or an entity it
+        lacks)."""
+        rep = self._replica()
+        if rep is None:
+            return None
+        idx = rep.index(eids).tolist()
+        if any(i < 0 for i in idx):
+            return None
+        at: dict[int, set[tuple[str, bool]]] = {}
+        for eid, i in zip(eids, idx):
+            types, _, out = rep.row(i, None)
+            got = at.setdefault(int(eid), set())
+            for t, o in zip(types.tolist(), out.tolist()):
+                name = names.get(rep.types[t])
+                if name is not None:
+                    got.add((name, bool(o)))
+        return at
 
     def scores(self, masked: str, names: Sequence[str] = ()) -> np.ndarray:
         """p(. | masked text) over all templates and, last, the *none* class (``names``, the topics' names, are
         embedded in the same call, for the retriever's cache)."""
+        return self.scores_many([(masked, names)])[0]
+
+    def scores_many(self, items: Sequence[tuple[str, Sequence[str]]], detail: dict[str, float] | None = None
+                    ) -> list[np.ndarray]:
+        """:meth:`scores` of several ``(masked text, names)``: every text they need (the masked texts, the names,
+        their content words) embedded in one call, the model run once on the batch (``detail``: ms of ``embed``
+        and ``model``)."""
         import torch
 
+        if not items:
+            return []
+        t0 = time.perf_counter()
         aligner, m = self.aligner()
-        grams = content_ngrams(masked)
-        vecs = np.asarray(self.encode([masked, *names, *grams]))
-        emb = vecs[:1]
-        align, contrast, cover = alignment([aligner.sims_one(vecs[1 + len(names):])], m)
-        ids, offsets = featurize([ngram_ids(masked)])
-        sids, soffsets = featurize([shape_ids(masked)])
-        with torch.no_grad():
-            logits = self.ckpt.model(torch.as_tensor(np.asarray(emb), dtype=torch.float32), ids, offsets, sids,
-                                     soffsets, torch.as_tensor(align), torch.as_tensor(contrast),
-                                     torch.as_tensor(cover))[0]
-        return torch.softmax(logits.double(), -1).numpy()
+        grams = [content_ngrams(masked) for masked, _ in items]
+        texts: list[str] = []
+        for (masked, names), g in zip(items, grams):
+            texts += [masked, *names, *g]
+        vecs = np.asarray(self.encode(texts))
+        t1 = time.perf_counter()
+        rows, sims, at = [], [], 0
+        for (_, names), g in zip(items, grams):
+            rows.append(at)
+            sims.append(aligner.sims_one(vecs[at + 1 + len(names): at + 1 + len(names) + len(g)]))
+            at += 1 + len(names) + len(g)
+        align, contrast, cover = alignment(sims, m)
+        words = [ngram_ids(masked) for masked, _ in items]
+        shapes = [shape_ids(masked) for masked, _ in items]
+        model = self.ckpt.model
+        if model.training:  # (a model being trained: its weights move)
+            with torch.no_grad():
+                logits = model(torch.as_tensor(vecs[rows], dtype=torch.float32), *featurize(words),
+                               *featurize(shapes), torch.as_tensor(align), torch.as_tensor(contrast),
+                               torch.as_tensor(cover)).double().numpy()
+        else:
+            if self._forward is None or self._forward.model is not model:
+                self._forward = ClassifierForward(model)
+            logits = self._forward(vecs[rows], words, shapes, align, contrast, cover)
+        z = np.exp(logits - logits.max(-1, keepdims=True))
+        out = list(z / z.sum(-1, keepdims=True))
+        if detail is not None:
+            detail["embed"] = detail.get("embed", 0.0) + ms(t1 - t0)
+            detail["model"] = detail.get("model", 0.0) + ms(time.perf_counter() - t1)
+        return out
 
     def _allowed(self, topics: Sequence[LinkedTopic], profiles: Sequence[set[tuple[str, bool]]],
                  answer: set[tuple[str, bool]] | None = None) -> np.ndarray:
@@ -648,20 +842,21 @@ class PatternGenerator:
         """The beam of patterns for a question (empty, with :attr:`Proposal.why`, when no template fits)."""
         check_text(text, self.max_chars)
         t0 = time.perf_counter()
-        linked = self.link(text)
+        readings = self.readings(text)
+        linked = readings[0] if readings else []
         t1 = time.perf_counter()
         warnings: list[str] = []
         out: list[tuple[Pattern, float]] = []
         used: list[Template] = []
         raw: list[float] = []
         why, none_p, conf = None, 0.0, 0.0
+        detail: dict[str, float] = {}
         if not linked:
             why = "no entity of the KG is named in the question"
         else:
-            reading = self._reader().submit(self._profiles, linked)
-            p = self.scores(mask(text, [(t.start, t.end) for t in linked]), [t.name for t in linked])
-            profiles = reading.result()
-            ok = self._allowed(linked, profiles)
+            # the topics chosen jointly with the templates that fit them
+            i, p, ok, profiles = self._joint(text, readings, detail)
+            linked = readings[i]
             if not ok.any() and len(linked) > 1:
                 # fewer topics: the most confident one alone
                 best = max(range(len(linked)), key=lambda i: linked[i].confidence)
@@ -685,19 +880,23 @@ class PatternGenerator:
         if why:
             warnings.append(why)
         t2 = time.perf_counter()
-        return Proposal(text, linked, out, used, {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, warnings, why,
-                        none_p, raw, conf)
+        timings = {"link": ms(t1 - t0), "generate": ms(t2 - t1), **{f"generate_{k}": v for k, v in detail.items()}}
+        return Proposal(text, linked, out, used, timings, warnings, why, none_p, raw, conf)
 
     def propose_claim(self, text: str) -> Proposal:
         """A claim's pattern: each linked entity in turn is the template's answer (its name in the answer slot),
         the others its topics; the most probable reading wins. The pattern is fully known, as a claim's is."""
         check_text(text, self.max_chars, "claim")
         t0 = time.perf_counter()
-        linked = self.link(text, max_topics=self.ckpt.link.max_topics + 1)
+        cands = self.candidates(text)
+        linked = self.ckpt.link.choose(cands, text, self.ckpt.link.max_topics + 1, min_topics=2)
+        unknown = unknown_names(text, cands)
         t1 = time.perf_counter()
         best: tuple[float, Pattern, Template] | None = None
         why, none_p = None, 0.0
-        if len(linked) < 2:
+        if unknown:  # the claim names something the KG does not have: no pattern of the KG can say it
+            why = "the claim names " + ", ".join(repr(u) for u in unknown) + ", which no entity of the KG is called"
+        elif len(linked) < 2:
             why = ("a claim needs two entities of the KG; found "
                    + (", ".join(repr(t.mention) for t in linked) or "none"))
         else:

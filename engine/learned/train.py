@@ -6,7 +6,7 @@ has one (``isorag synth`` records, the demo's questions, ``"pattern"`` in JSON L
 relation paths that join its topic to its answers in the KG. Then, with the seed fixed
 (:func:`engine.scoring.train.seed_everything`) and recorded in the file:
 
-1. the linking acceptance (:func:`engine.learned.linking.fit_link_model`) on the training questions' candidates;
+1. the linking acceptance (:func:`engine.linking.text.fit_link_model`) on the training questions' candidates;
 2. **the paths of question-answer pairs** (:func:`choose_paths`). Several relation paths often join a topic to
    its answers (the director of a film also wrote it; a film's language is also that of the films of its director),
    and one question alone cannot tell which one it asks. Across the training set it can: the classifier is trained
@@ -50,7 +50,7 @@ from engine._errors import ConfigError, InputError, MalformedInputError, Pattern
 from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, RelationAligner, TemplateClassifier,
                                       NAMES, TemplateRelations, alignment, cached_encode, featurize, ngram_ids,
                                       save_generator, shape_ids, skeleton_index)
-from engine.learned.linking import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
+from engine.linking.text import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
 from engine.learned.templates import PathHit, Template, path_reach, reaching_paths
 from engine.learned.unanswerable import reworded_questions, unanswerable_questions, usable_words
 from engine.retrieval.pattern import Pattern

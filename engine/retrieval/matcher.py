@@ -46,6 +46,7 @@ from engine.retrieval.pattern import Pattern
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import CypherReader
+    from engine.linking.names import NameMatch
 
 INF = math.inf
 #: an unknown node's domain is narrowed by its known neighbours only when each gives at most this many entities
@@ -77,6 +78,9 @@ class Candidates:
     type_names: dict[str, str] = field(default_factory=dict)
     #: node ids whose candidates were cut (a typed unknown past TYPE_CANDIDATE_LIMIT): the result is not exact
     cut: dict[str, str] = field(default_factory=dict)
+    #: per named node: how each candidate matched its text (the name or alias, by spelling or meaning), whose
+    #: ``distance`` is the one in ``nodes`` (:func:`engine.linking.names.node_distance`)
+    names: dict[str, dict[int, NameMatch]] = field(default_factory=dict)
 
     def node_count(self, node_id: str) -> float:
         c = self.nodes[node_id]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from engine.linking.names import NameMatch
 from engine.retrieval.pattern import Pattern
 
 __all__ = ["AnswerEntity", "Entity", "RetrievalResult", "Subgraph", "Triple", "unmatched_dict", "unmatched_warning"]
@@ -89,6 +90,10 @@ class RetrievalResult:
     unmatched: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     #: the KG's version (:meth:`engine.stores.graph.GraphStore.version`'s ``seq``) the result was computed on
     kg_version: int | None = None
+    #: per named pattern node text: how it reached the entity the best subgraph binds to it (or, with no subgraph,
+    #: its nearest candidate): the entity's name, the name or alias that matched and how (exact, normalized,
+    #: spelling or meaning: :class:`engine.linking.names.NameMatch`)
+    names: dict[str, NameMatch] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +107,7 @@ class RetrievalResult:
             "stats": self.stats,
             "unmatched": unmatched_dict(self.unmatched),
             "kg_version": self.kg_version,
+            "names": {t: m.to_dict() for t, m in self.names.items()},
         }
 
 

@@ -1,17 +1,20 @@
-"""Engine.retrieve: a pattern -> candidates from Milvus -> exact top-k subgraphs from Neo4j."""
+"""Engine.retrieve: a pattern -> candidates (Milvus by meaning, Neo4j's full-text index by spelling) -> exact top-k
+subgraphs from Neo4j."""
 
 from __future__ import annotations
 
 import threading
 import time
-import unicodedata
 from collections import OrderedDict
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
 from engine._errors import PatternError
 from engine._timing import ms
+from engine.linking.names import NameMatch, normalize_name
+from engine.linking.search import lookup_written, name_candidates
 from engine.retrieval.matcher import Candidates, Match, SearchStats
 from engine.retrieval.pattern import Pattern, PatternLike
 from engine.retrieval.results import AnswerEntity, Entity, RetrievalResult, Subgraph, Triple, unmatched_warning
@@ -36,11 +39,11 @@ TEXT_CACHE_SIZE = 50_000
 NAME_CHECK_CANDIDATES = 16
 #: closest names reported for a named pattern node that is no entity's name
 UNMATCHED_CLOSEST = 3
+#: stored-vector reads started ahead of a retrieval (prefetch_names) kept at most
+PREFETCH_LIMIT = 1_000
 
 
-def normalize_name(text: str) -> str:
-    """The form in which a pattern text and an entity name are compared: NFKC, case-folded, whitespace collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+__all__ = ["Retriever", "as_pattern", "normalize_name"]
 
 
 def as_pattern(pattern: PatternLike) -> Pattern:
@@ -60,6 +63,12 @@ class Retriever:
                  text_cache_size: int = TEXT_CACHE_SIZE, graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB,
                  watch: VersionWatch | None = None) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
+        #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
+        self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
+        self._has_types = Cached(self.watch, lambda: self.vectors.count("types") > 0)
+        self._has_aliases = Cached(self.watch, lambda: getattr(self.vectors, "search_aliases", None) is not None
+                                   and self.vectors.count("aliases") > 0)
+        self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
         #: the graph read replica's memory guard (MB; 0: no replica): see engine.retrieval.graph_paths
         self.graph_cache_mb = graph_cache_mb
         #: a named node whose text is exactly an entity's name (embedded from that name alone) takes the entity's
@@ -67,20 +76,21 @@ class Retriever:
         self.name_vectors = True
         self._version_key: VersionKey | None = None  # the KG's version as the last query read it
         self._reader: Any = None  # worker threads: the version is read while a query embeds and searches
-        #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
-        self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
-        self._has_types = Cached(self.watch, lambda: self.vectors.count("types") > 0)
-        self._rel_matrix: tuple[int, list[int], np.ndarray] | None = None  # (generation, rids, vectors)
         self.text_cache_size = text_cache_size
         self._text_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         #: texts of :meth:`encode` found in its cache, and embedded (counters for the service's metrics)
         self.text_cache_hits = 0
         self.text_cache_misses = 0
         self._text_lock = threading.Lock()
+        self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
+        #: text -> (replica key, the read of its stored vector) started by prefetch_names
+        self._prefetched: dict[str, tuple[VersionKey, Future[dict[str, tuple[np.ndarray, int,
+                                                                            dict[int, float] | None]]]]] = {}
 
     def invalidate(self) -> None:
-        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types (a new
-        generation of :attr:`watch`). The pattern-text embeddings stay: a text's vector does not depend on the KG."""
+        """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types and
+        aliases (a new generation of :attr:`watch`). The pattern-text embeddings stay: a text's vector does not
+        depend on the KG."""
         self.watch.forget()
 
     def forget_text(self, *texts: str) -> None:
@@ -89,6 +99,7 @@ class Retriever:
         with self._text_lock:
             for text in texts:
                 self._text_cache.pop(text, None)
+                self._prefetched.pop(text, None)
 
     def check_version(self, ahead: Future[dict[str, Any]] | None = None) -> int | None:
         """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
@@ -99,7 +110,7 @@ class Retriever:
             return None
         from engine.retrieval.replica import version_key
 
-        self._version_key = version_key(self.graph.kg, v)
+        self._version_key = version_key(self.graph.kg, dict(v))
         return int(v["seq"])
 
     def _version_ahead(self) -> Future[dict[str, Any]] | None:
@@ -122,6 +133,19 @@ class Retriever:
         from engine.retrieval.graph_paths import choose_path
 
         return choose_path(self.graph, self._version_key, settings or self.settings, self.graph_cache_mb)
+
+    def replica_now(self) -> GraphReplica | None:
+        """The graph read replica of the KG's version the last query read, when this process holds it ready (never
+        waited for: a missing one starts building in the background). None before any query has read the version,
+        after a write through this process until the next read, on the expand and statement paths, and without a
+        replica. What the learned generator links names and reads its topics' relations from; the retrieval of its
+        pattern reads the version anew, as every retrieval does."""
+        key = self._version_key
+        if key is None or self.watch.stamp is None or self.settings.graph in ("expand", "statement"):
+            return None
+        from engine.retrieval.replica import replica_for
+
+        return replica_for(self.graph, key, self.graph_cache_mb)[0]
 
     def relation_matrix(self, catalog: Mapping[int, RelationRow]) -> tuple[list[int], np.ndarray] | None:
         """The KG's relation vectors, fetched once per version: relation candidates are then exact and local."""
@@ -174,16 +198,65 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
-    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
+    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica, k: int | None = None
+                        ) -> tuple[dict[str, np.ndarray], dict[str, dict[int, float]]]:
         """The stored vectors of the texts (not in the text cache) that are exact entity names (one Milvus read for
-        them all), instead of embeddings: the load embedded those very texts."""
+        them all), instead of embeddings: the load embedded those very texts. Those :meth:`prefetch_names` read (or
+        is reading) from the same replica are taken from there, with their ``k`` nearest entities when it searched
+        them for this ``k``. Returns (text -> vector, text -> nearest entities)."""
         with self._text_lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+            ahead = {t: self._prefetched.pop(t) for t in missing if t in self._prefetched}
+        out: dict[str, np.ndarray] = {}
+        near: dict[str, dict[int, float]] = {}
+        for t, (key, future) in ahead.items():
+            got_one = future.result() if key == replica.key else {}
+            if t in got_one:
+                vec, k_got, hits = got_one[t]
+                out[t] = vec
+                if k_got == k and hits is not None:
+                    near[t] = hits
+        missing = [t for t in missing if t not in out]
         ids = replica.name_vector_ids(missing) if missing else {}
         if not ids:
-            return {}
+            return out, near
         got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
-        return {text: got[eid] for text, eid in ids.items() if eid in got}
+        out.update((text, got[eid]) for text, eid in ids.items() if eid in got)
+        return out, near
+
+    def prefetch_names(self, texts: Sequence[str]) -> None:
+        """Start reading, in the background, the stored vectors of those texts that are exact entity names and the
+        entities nearest to them (the vector search of the candidate stage, ``k_node`` of the engine's settings),
+        from the replica of the version the last query read (:meth:`replica_now`; nothing without one): the next
+        retrieval of a pattern naming them takes both instead of reading them itself, when its replica is the same
+        (a query on another version reads them anew). The learned generator calls it once a question's topics are
+        linked, so that the reads overlap the question's embedding."""
+        rep = self.replica_now() if self.name_vectors else None
+        if rep is None:
+            return
+        with self._text_lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._text_cache and t not in self._prefetched]
+        if not todo:
+            return
+        k = self.settings.k_node
+
+        def read() -> dict[str, tuple[np.ndarray, int, dict[int, float] | None]]:
+            ids = rep.name_vector_ids(todo)
+            got = self.vectors.get_vectors("entities", sorted(set(ids.values()))) if ids else {}
+            vecs = {text: got[eid] for text, eid in ids.items() if eid in got}
+            if not vecs:
+                return {}
+            import numpy as np
+
+            hits = self.nearest_by_meaning(np.stack(list(vecs.values())), k)
+            return {text: (v, k, h) for (text, v), h in zip(vecs.items(), hits)}
+
+        future = self._names_pool().submit(read)
+        with self._text_lock:
+            for t in todo:
+                self._prefetched[t] = (rep.key, future)
+            while len(self._prefetched) > PREFETCH_LIMIT:  # (never taken: a retrieval that did not follow)
+                self._prefetched.pop(next(iter(self._prefetched)))
 
     def _remember(self, vectors: Mapping[str, np.ndarray]) -> None:
         with self._text_lock:
@@ -216,20 +289,29 @@ class Retriever:
                         if n.type_hint:
                             typed[n.id] = n.type_hint
         type_texts = sorted(set(typed.values()))
+        # the search by spelling needs no vector: it runs in Neo4j while the texts are embedded and searched in Milvus
+        # (names as written are read from the replica where the query has one: then only a name that is no entity's
+        # asks Neo4j)
+        replica = path.replica if path is not None else None
+        spelled = (self._names_pool().submit(lookup_written, self.graph, node_texts,
+                                             exact=replica.entities_by_name if replica is not None else None)
+                   if node_texts else None)
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
-        given = (self._stored_vectors(node_texts, path.replica)
-                 if self.name_vectors and path is not None and path.replica is not None and stash is not None else {})
+        given, near = (self._stored_vectors(node_texts, path.replica, settings.k_node)
+                       if self.name_vectors and path is not None and path.replica is not None and stash is not None
+                       else ({}, {}))
         if stash is not None:
             stash.update(given)
         vecs = self.encode(texts, given=given)
         timings["embed"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        node_hits: dict[str, dict[int, float]] = {}
+        vec_hits: list[dict[int, float]] = []
         # vecs is None only when there are no texts (then no branch below reads it)
         if node_texts and vecs is not None:
-            res = self.vectors.search("entities", vecs[: len(node_texts)], settings.k_node)
-            node_hits = {t: {eid: d for eid, d in hits} for t, hits in zip(node_texts, res)}
+            # (searched ahead, on this replica's version, where prefetch_names read the names)
+            vec_hits = ([near[t] for t in node_texts] if all(t in near for t in node_texts)
+                        else self.nearest_by_meaning(vecs[: len(node_texts)], settings.k_node))
         rel_hits: dict[str, dict[str, float]] = {}
         if rel_texts and vecs is not None:
             limit = min(settings.k_rel, len(catalog))
@@ -252,12 +334,18 @@ class Retriever:
             res = self.vectors.search("types", vecs[len(node_texts) + len(rel_texts):], settings.k_type)
             type_hits = {t: [tid for tid, _ in hits] for t, hits in zip(type_texts, res)}
         timings["vector"] = time.perf_counter() - t1
+        t_names = time.perf_counter()
+        matches = self.named_candidates(node_texts, vec_hits, settings.k_node, spelled) if node_texts else {}
+        timings["names"] = time.perf_counter() - t_names
         nodes: dict[str, dict[int, float] | None] = {}
+        names: dict[str, dict[int, NameMatch]] = {}
         cut: dict[str, str] = {}
         t2 = time.perf_counter()
         for n in pattern.nodes.values():
             if n.known:
-                nodes[n.id] = node_hits.get(n.text or "", {})
+                got = matches.get(n.text or "", {})
+                nodes[n.id] = {eid: m.distance for eid, m in got.items()}
+                names[n.id] = got
             elif n.id in typed:
                 limit = TYPE_CANDIDATE_LIMIT
                 tids = type_hits.get(typed[n.id], [])
@@ -278,7 +366,42 @@ class Retriever:
         for e in pattern.edges:
             relations[e.index] = (rel_hits.get(e.relation, {}) if e.relation is not None
                                   else {t: 0.0 for t in type_names})
-        return Candidates(nodes, relations, type_names, cut)
+        return Candidates(nodes, relations, type_names, cut, names)
+
+    def has_aliases(self) -> bool:
+        """Whether the KG has aliases with vectors (read once per KG version)."""
+        return bool(self._has_aliases.get())
+
+    def nearest_by_meaning(self, vecs: np.ndarray, k: int) -> list[dict[int, float]]:
+        """Per vector, the ``k`` entities nearest by embedding over their names, and over their aliases where the
+        KG has any (each collection searched for its ``k`` nearest; an entity returned by both is at the smaller of
+        its distances): eid -> distance."""
+        res = self.vectors.search("entities", vecs, k)
+        out = [{int(eid): float(d) for eid, d in hits} for hits in res]
+        if self.has_aliases():
+            for got, hits in zip(out, self.vectors.search_aliases(vecs, k)):  # type: ignore[attr-defined]
+                for eid, _, d in hits:
+                    if d < got.get(eid, float("inf")):
+                        got[eid] = float(d)
+            out = [dict(sorted(got.items(), key=lambda kv: (kv[1], kv[0]))[:k]) for got in out]
+        return out
+
+    def _names_pool(self) -> Any:
+        """Worker threads that read names by spelling while the texts are embedded and searched by meaning."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="isorag-names")
+        return self._pool
+
+    def named_candidates(self, texts: Sequence[str], vec_hits: Sequence[Mapping[int, float]], k: int,
+                         spelled: Any = None) -> dict[str, dict[int, NameMatch]]:
+        """text -> its candidates by meaning and by spelling (:mod:`engine.linking.search`). ``spelled``: the
+        search by spelling already under way (a future of :func:`~engine.linking.search.lookup_written` over
+        ``texts``), else it is read now."""
+        by_text, by_name, names = spelled.result() if spelled is not None else lookup_written(self.graph, texts)
+        found = [a + [e for e in b if e not in a] for a, b in zip(by_text, by_name)]
+        return dict(zip(texts, name_candidates(texts, vec_hits, k, found, names)))
 
     def retrieve(self, pattern: PatternLike, *, k: int | None = None,
                  settings: MatchSettings | None = None) -> RetrievalResult:
@@ -291,8 +414,8 @@ class Retriever:
         # The version is read (one small read) while the candidates are made on the version the last query read;
         # what depends on it (the relation catalog, the replica's names and vectors, the path) is made again when
         # the read finds the KG changed. The replica serves only a query whose version it was built on.
+        guess, stamp = self._version_key, self.watch.stamp  # (read before the version read starts)
         ahead = self._version_ahead()
-        guess, stamp = self._version_key, self.watch.stamp
         stash: dict[str, np.ndarray] = {}
         t0 = time.perf_counter()
         path = self.graph_path(settings)
@@ -361,11 +484,25 @@ class Retriever:
         target = pat.answer_node()
         answers = bindings.get(target, []) if target else []
         unmatched: dict[str, list[tuple[str, float]]] = {}
+        matched: dict[str, NameMatch] = {}
+        for n in pat.known_nodes:
+            text = n.text or ""
+            how = cands.names.get(n.id) or {}
+            if text in matched or not how:
+                continue
+            bound = subgraphs[0].mapping.get(n.id) if subgraphs else None
+            got = how.get(bound.eid) if bound is not None else None
+            got = got or min(how.values(), key=lambda x: (x.distance, x.eid))
+            if not got.name:  # found by meaning alone: its name read with the result's entities
+                got = replace(got, name=ent[got.eid].name, matched=ent[got.eid].name)
+            matched[text] = got
         for text, near in nearest.items():
             raw = {x for eid, _ in near for x in (ent[eid].name, ent[eid].key) if x}
             if text in raw:  # the text is a name as written (the normal forms then agree too)
                 continue
-            if normalize_name(text) not in {normalize_name(x) for x in raw}:
+            how = next((cands.names.get(n.id) or {} for n in pat.known_nodes if n.text == text), {})
+            names = {normalize_name(x) for x in raw} | {normalize_name(m.matched) for m in how.values()}
+            if normalize_name(text) not in names:
                 unmatched[text] = [(ent[eid].name, round(d, 4)) for eid, d in near[:UNMATCHED_CLOSEST]]
         # first: the subgraphs below hold stand-ins for these names
         warnings = ([unmatched_warning(t, c) for t, c in unmatched.items()] + list(cands.cut.values())
@@ -376,4 +513,4 @@ class Retriever:
                                 "pushed": stats.pushed, "truncated": stats.truncated, "narrowed": dict(stats.narrowed),
                                 "from_candidates": stats.from_candidates, "deadline_hit": stats.deadline_hit,
                                 "tier": stats.tier},
-                               unmatched)
+                               unmatched, names=matched)

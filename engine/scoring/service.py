@@ -2,8 +2,8 @@
 
 :class:`ScoringService` works on a scorer checkpoint and the stores it was given. Given anchors (the
 entities of the matched subgraphs) or, when there are none, the entities linked from the question
-(:meth:`ScoringService.link`: n-gram vector search over entity names), it fetches their neighbourhood from
-Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
+(:meth:`ScoringService.link`, through the engine's one linker, :mod:`engine.linking.text`), it fetches their
+neighbourhood from Neo4j, gathers features (Milvus, cached), scores every triple, keeps QSRAG's adaptive top-p selection
 clamped to ``[k_min, k_max]`` and returns a :class:`ScoringResult`: the triples with their confidences, the
 answer candidates extracted from them (:mod:`engine.scoring.extract`), the neighbourhood report and timings.
 
@@ -45,7 +45,6 @@ __all__ = ["LinkedEntity", "ScoredTriple", "ScoredAnswer", "ScoringResult", "Sco
            "STOPWORDS"]
 
 _WORD = re.compile(r"[\w][\w'’.&:-]*")
-_BRACKET = re.compile(r"\[([^\[\]]+)\]")
 #: the engine's stopwords for entity linking: generic English words, for any KG (a KG's own words are added
 #: per checkpoint, see the module docstring). N-grams made only of these are not entity mentions.
 STOPWORDS = frozenset("""
@@ -57,7 +56,8 @@ also share shared same other than about into over under after before one ones th
 
 @dataclass(frozen=True)
 class LinkedEntity:
-    """An anchor found by entity linking: the question's n-gram, the entity and their embedding distance."""
+    """An anchor found by entity linking: the question's span, the entity and their node distance
+    (:func:`engine.linking.names.node_distance`: 0 for its name as written)."""
 
     mention: str
     eid: int
@@ -198,47 +198,42 @@ class ScoringService:
 
     # -- entity linking ------------------------------------------------------------------------------------
     def link(self, question: str) -> list[LinkedEntity]:
-        """Anchors for a question without a matched pattern: bracketed mentions (``[Heat]``) when they link,
-        else the question's word n-grams; one embedding call, one vector search; hits within
-        ``link_threshold`` kept, longer and closer mentions first, spans not overlapping, at most
-        ``max_anchors``."""
-        s = self.settings
-        brackets = [b.strip() for b in _BRACKET.findall(question) if b.strip()]
-        ngrams = question_ngrams(question, s.link_max_ngram, self.stopwords)
-        for mentions in ([brackets] if brackets else []) + [ngrams]:
-            found = self._link_mentions(mentions, s.link_threshold, s.max_anchors)
-            if found:
-                return found
-        return []
+        """Anchors for a question without a matched pattern, from the engine's linker
+        (:func:`engine.linking.text.candidates`: names by spelling, aliases, then meaning): the mentions inside
+        ``[brackets]`` when there are any, else every span not made of :attr:`stopwords` (nor starting or ending
+        with one); candidates within ``link_threshold``, closer and longer mentions first, spans not overlapping,
+        at most ``max_anchors`` entities."""
+        from engine.linking.text import candidates, unbracket
 
-    def _link_mentions(self, mentions: list[str], threshold: float, max_anchors: int) -> list[LinkedEntity]:
-        if not mentions:
-            return []
-        vecs = self.embedder.encode(mentions)
-        hits = self.vectors.search("entities", vecs, 4)
+        s = self.settings
+        text, marked = unbracket(question)
+        stop = self.stopwords
+        cands = candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder, stopwords=stop)
+        if marked:
+            inside = [c for c in cands if any(a <= c.start and c.end <= b for a, b, _ in marked)]
+            cands = inside or cands
         ranked = []
-        for order, (m, row) in enumerate(zip(mentions, hits)):
-            if not row:
+        for c in cands:
+            words = [w.lower() for w in _WORD.findall(c.mention)]
+            if not words or len(words) > s.link_max_ngram or all(w in stop for w in words) \
+                    or words[0] in stop or words[-1] in stop or c.distance > s.link_threshold:
                 continue
-            best = row[0][1]
-            for eid, d in row:
-                if d <= threshold and d <= best + 1e-6:  # ties at the best distance: all of them
-                    ranked.append((d, -len(m.split()), order, m, int(eid)))
-        ranked.sort()
-        chosen: list[tuple[str, int, float]] = []
-        used_words: list[set[str]] = []
-        for d, _, _, m, eid in ranked:
-            words = set(m.lower().split())
-            if any(eid == c[1] for c in chosen):
-                continue
-            if any(words & u for u, c in zip(used_words, chosen) if c[0] != m):
+            ranked.append((c.distance, -len(words), c.start, c))
+        ranked.sort(key=lambda x: x[:3])
+        chosen: list[LinkedEntity] = []
+        taken: list[tuple[int, int]] = []
+        for d, _, _, c in ranked:
+            if any(c.start < b and a < c.end for a, b in taken):
                 continue  # overlaps a mention already linked
-            chosen.append((m, eid, d))
-            used_words.append(words)
-            if len(chosen) >= max_anchors:
+            taken.append((c.start, c.end))
+            for eid in c.eids:  # homonyms at the same distance: all of them
+                if len(chosen) < s.max_anchors and all(x.eid != eid for x in chosen):
+                    chosen.append(LinkedEntity(c.mention, eid, c.name, float(d)))
+            if len(chosen) >= s.max_anchors:
                 break
-        names = self.graph.entities([c[1] for c in chosen]) if chosen else {}
-        return [LinkedEntity(m, eid, (names.get(eid) or {}).get("name") or str(eid), float(d)) for m, eid, d in chosen]
+        names = self.graph.entities([x.eid for x in chosen]) if chosen else {}
+        return [LinkedEntity(x.mention, x.eid, (names.get(x.eid) or {}).get("name") or x.name, x.distance)
+                for x in chosen]
 
     # -- scoring -------------------------------------------------------------------------------------------
     def score(self, question: str, anchors: Sequence[int] | None = None, *, q_emb: np.ndarray | None = None,

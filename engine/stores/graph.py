@@ -69,6 +69,11 @@ def entity_id(kg: str, key: str) -> int:
     return stable_id("e", kg, key)
 
 
+def alias_id(kg: str, eid: int, alias: str) -> int:
+    """The id of an entity's alias (its row in the aliases collection)."""
+    return stable_id("a", kg, str(eid), alias)
+
+
 def relation_id(kg: str, name: str) -> int:
     return stable_id("r", kg, name)
 
@@ -404,12 +409,14 @@ class GraphStore:
         return counters.nodes_created, {r["eid"]: entity_text(r["name"], r["description"]) for r in out}
 
     def update_entities(self, rows: Sequence[Mapping[str, Any]]) -> tuple[int, dict[int, str]]:
-        """Entity records (``{eid, key, key_name, name, types}``): set the name (when the row has one; an entity
-        created here is named ``key_name``, its key's default name) and add types; creates an entity that is
-        missing. Returns (created, {eid: the text its vector is embedded from})."""
+        """Entity records (``{eid, key, key_name, name, types, aliases}``): set the name (when the row has one; an
+        entity created here is named ``key_name``, its key's default name), add types and aliases (``aliases``: a
+        list, may be absent); creates an entity that is missing. Returns (created, {eid: the text its vector is
+        embedded from})."""
         if not rows:
             return 0, {}
-        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key_name"])} for r in rows]
+        rows = [{**r, "name_key": name_key(r.get("name")), "key_name_key": name_key(r["key_name"]),
+                 "aliases": list(r.get("aliases") or ())} for r in rows]
         out, counters = self._write_rows(cypher("update_entities"), rows=rows, kg=self.kg)
         return counters.nodes_created, {r["eid"]: entity_text(r["name"], r["description"]) for r in out}
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from engine._config import MatchSettings
+from engine.linking.names import SPELLING_SCALE, spelling_distance
 from engine.retrieval.pattern import Pattern
 from loaders._model import EntityRecord, TripleRecord
 
@@ -87,9 +88,14 @@ def test_candidate_distances_are_euclidean_between_the_embeddings(kg: Callable[.
     rows = eng.graph.entities(list(node))
     names = [rows[e]["name"] for e in node]
     q = embedder.encode(["Heat 1995 film"])[0]
-    want = np.linalg.norm(embedder.encode(names) - q[None, :], axis=1)
+    # the node distance (engine.linking.names.node_distance): the smaller of the Euclidean distance between the
+    # embeddings and the scaled spelling distance (here the embeddings' is the smaller for each)
+    euclid = np.linalg.norm(embedder.encode(names) - q[None, :], axis=1)
+    spelled = SPELLING_SCALE * np.array([spelling_distance("Heat 1995 film", n) for n in names])
+    want = np.minimum(euclid, spelled)
     got = np.array([node[e] for e in node])
     assert np.allclose(got, want, atol=2e-4), (names, got, want)
+    assert np.allclose(got, euclid, atol=2e-4)
     # the nearest entities, nearest first: the six closest names of the KG
     all_names = sorted({n for r in _records() for n in ((r.head, r.tail) if isinstance(r, TripleRecord) else (r.key,))})
     dist_all = np.linalg.norm(embedder.encode(all_names) - q[None, :], axis=1)

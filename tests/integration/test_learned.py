@@ -229,3 +229,27 @@ def test_synth_then_train_sets_up_a_kg_without_questions(kg: Callable[..., Engin
             right += 1
             assert rec["answer"] in {a.entity.name for a in ans.answers}, rec["question"]
     assert right >= len(records) // 2, f"{right} of {len(records)} synth questions got their gold template back"
+
+
+def test_the_replica_changes_no_proposal(kg: Callable[..., Engine], generator: Path) -> None:
+    """With a fresh graph read replica the generator links the question and reads its topics' relations in process
+    (Neo4j's full-text index only for a name left unknown) and does not embed the topics' names: its proposals are
+    those it makes without one."""
+    eng = kg(generator=str(generator))
+    eng.retrieve([("Heat", "directed_by", "UNKNOWN 1")], graph="replica")  # the version read, the replica built
+    gen = eng.generator
+    assert gen is not None and eng.retriever.replica_now() is not None
+    texts = ["who directed Heat", "which movies star Tom Cruise", "what films did Ridley Scott direct",
+             "when was Top Gun released", "who directed heat", "who directed Haet", "who is the director of Gladiator",
+             "what did Heat direct"]
+    here = [gen.propose(t) for t in texts]
+    replica, gen.replica = gen.replica, None
+    try:
+        there = [gen.propose(t) for t in texts]
+    finally:
+        gen.replica = replica
+    for text, a, b in zip(texts, here, there):
+        assert [t.name for t in a.linked] == [t.name for t in b.linked], text
+        assert [p.to_json() for p, _ in a.beam] == [p.to_json() for p, _ in b.beam], text
+        assert [x for _, x in a.beam] == pytest.approx([x for _, x in b.beam], abs=1e-5), text
+        assert a.why == b.why, text

@@ -54,7 +54,7 @@ def test_json_lines_with_bad_lines_are_skipped_with_file_and_line(tmp_path: Path
     assert [(e.line, e.reason.split(";")[0]) for e in skips.errors] == [
         (2, "unknown op 'frob'"), (3, "op 'merge': an entity cannot be merged into itself ('x')"),
         (4, "op 'remove': missing key: relation, tail"), (5, "invalid JSON: Expecting value at column 1"),
-        (7, "op 'set': nothing to set (give name, description and/or types, or reset)")]
+        (7, "op 'set': nothing to set (give name, description, types and/or aliases, or reset)")]
     assert all(str(e).startswith(f"{path}:{e.line}: ") for e in skips.errors)
     with pytest.raises(MalformedInputError, match=r"c\.jsonl:2: unknown op 'frob'"):
         list(read_changes(path, strict=True))

@@ -115,6 +115,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine.servers",),  # the local Neo4j and Milvus
     ("engine.stores",),  # the graph and vector stores
     ("engine.embeddings", "loaders"),  # text -> vectors; source files -> records and bulk loads
+    ("engine.linking",),  # names as people write them: spelling, aliases, candidates, entities linked in text
     ("engine.changes",),  # living KGs: change sets, applying them, versions, sync, check
     ("engine.llm",),  # LLM clients
     ("engine.retrieval",),  # pattern -> top-k subgraphs

@@ -12,7 +12,7 @@ from engine._config import EngineConfig
 from engine._errors import CheckpointError, ConfigError, PatternError
 from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, load_generator, ngram_ids,
                                       save_generator)
-from engine.learned.linking import Candidate, LinkModel, fit_link_model, mask, spans, unbracket
+from engine.linking.text import Candidate, LinkModel, fit_link_model, mask, spans, unbracket
 from engine.learned.router import check_route, keeps_learned
 from engine.learned.templates import Template, chain
 from engine.learned.train import calibrate, make_record

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from engine._errors import CheckpointError
 from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, cached_encode, load_generator,
                                       save_generator, skeleton_index)
-from engine.learned.linking import LinkModel
+from engine.linking.text import LinkModel
 from engine.learned.templates import Template
 
 

@@ -233,6 +233,7 @@ def test_nt_records_and_errors(tmp_path: Path) -> None:
     recs, skips = parse(p)
     assert recs == [
         EntityRecord("http://ex.org/Alice", None, ("Person",), 2),
+        EntityRecord("http://ex.org/Alice", None, (), 3, ("Alicia",)),  # a label in another language: an alias
         EntityRecord("http://ex.org/Alice", "Alice", (), 4),
         TripleRecord("http://ex.org/Alice", "born", "1940-11-27", 6),
         TripleRecord("_:data.nt:b1", "knows", "http://ex.org/Bob", 7),
@@ -279,6 +280,7 @@ def test_ttl_records(tmp_path: Path) -> None:
     assert recs == [
         EntityRecord("http://ex.org/Alice", None, ("Person",), 5),
         EntityRecord("http://ex.org/Alice", "Alice", (), 6),
+        EntityRecord("http://ex.org/Alice", None, (), 6, ("Alicia",)),  # a label in another language: an alias
         TripleRecord("http://ex.org/Alice", "born", "1940-11-27", 7),
         TripleRecord("_:data.ttl:b1", "name", "Bob", 8),
         TripleRecord("http://ex.org/Alice", "knows", "_:data.ttl:b1", 8),
@@ -291,7 +293,7 @@ def test_ttl_records(tmp_path: Path) -> None:
 def test_ttl_syntax_error(tmp_path: Path) -> None:
     p = write(tmp_path, "data.ttl", TTL + "ex:Bob ex:p ex:q\nex:Z ex:y ex:w .\n")
     recs, skips = parse(p)
-    assert len(recs) == 7  # statements before the bad one; none of the bad one
+    assert len(recs) == 8  # statements before the bad one; none of the bad one
     assert skipped_lines(skips) == [11]
     assert skips.errors[0].reason.startswith("Turtle syntax error")
     with pytest.raises(MalformedInputError, match=r"data\.ttl:11: Turtle syntax error"):

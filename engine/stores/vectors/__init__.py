@@ -5,6 +5,10 @@ Collections, one set per (KG, embedding model)::
     <kg>__<model>__entities   eid INT64 pk,                digest INT64, vector FLOAT_VECTOR(dim)
     <kg>__<model>__relations  rid INT64 pk, name VARCHAR,  digest INT64, vector FLOAT_VECTOR(dim)
     <kg>__<model>__types      tid INT64 pk, name VARCHAR,  digest INT64, vector FLOAT_VECTOR(dim)
+    <kg>__<model>__aliases    aid INT64 pk, eid INT64, name VARCHAR, digest INT64, vector FLOAT_VECTOR(dim)
+
+The aliases collection (an entity's other names, each embedded like a name, ``eid`` its entity) exists only for a
+KG that has aliases: the first alias written makes it (:data:`KINDS` are the three every KG has).
 
 ``digest`` is :func:`engine.stores.texts.text_digest` of the exact text the row's vector was embedded from, so that
 the stores can prove they agree without embedding anything again (``isorag check``); a collection made before it
@@ -43,9 +47,9 @@ from __future__ import annotations
 
 from engine._secrets import mask_uri
 
-from ._common import (BATCH, CONNECT_TIMEOUT, DATA_TIMEOUT, DDL_TIMEOUT, DEFAULT_INDEX, EF_MAX, INDEX_TIMEOUT, KINDS,
-                      LITE_INDEX, LOAD_TIMEOUT, QUERY_BATCH, SEARCH_TIMEOUT, TOPK_MAX, collection_name, fit_varchar,
-                      slug)
+from ._common import (ALIASES, ALL_KINDS, BATCH, CONNECT_TIMEOUT, DATA_TIMEOUT, DDL_TIMEOUT, DEFAULT_INDEX, EF_MAX,
+                      INDEX_TIMEOUT, KINDS, LITE_INDEX, LOAD_TIMEOUT, QUERY_BATCH, SEARCH_TIMEOUT, TOPK_MAX,
+                      collection_name, fit_varchar, slug)
 from ._writes import Writes
 
 
@@ -65,7 +69,7 @@ class VectorStore(Writes):
         """Drop this (kg, model)'s collections."""
         from pymilvus import utility
 
-        for kind in KINDS:
+        for kind in ALL_KINDS:
             name = self.names[kind]
             try:
                 if utility.has_collection(name, using=self._alias, timeout=DDL_TIMEOUT):
@@ -93,7 +97,8 @@ class VectorStore(Writes):
 
 
 __all__ = [
-    "VectorStore", "KINDS", "collection_name", "fit_varchar", "slug", "BATCH", "QUERY_BATCH", "TOPK_MAX", "EF_MAX",
+    "VectorStore", "KINDS", "ALIASES", "ALL_KINDS", "collection_name", "fit_varchar", "slug", "BATCH", "QUERY_BATCH",
+    "TOPK_MAX", "EF_MAX",
     "DEFAULT_INDEX", "LITE_INDEX", "CONNECT_TIMEOUT", "DDL_TIMEOUT", "DATA_TIMEOUT", "SEARCH_TIMEOUT", "LOAD_TIMEOUT",
     "INDEX_TIMEOUT",
 ]

@@ -12,7 +12,8 @@ from typing import Any
 from engine._errors import ConfigError, SchemaMismatchError, StoreError, StoreUnavailableError
 from engine._secrets import register
 
-from ._common import (CONNECT_TIMEOUT, DDL_TIMEOUT, DEFAULT_INDEX, DIGEST_FIELD, KINDS, LITE_INDEX, NAME_FIELD,
+from ._common import (ALIASES, ALL_KINDS, CONNECT_TIMEOUT, DDL_TIMEOUT, DEFAULT_INDEX, DIGEST_FIELD, KINDS,
+                      LITE_INDEX, NAME_FIELD, OWNER_FIELD,
                       NAME_MAX, PK_FIELD, VECTOR_FIELD, IdSet, collection_name, is_lite, model_key,
                       unavailable_code)
 
@@ -56,7 +57,7 @@ class Collections:
         self.lite = is_lite(self.uri)
         self.index = index_settings(index, self.lite)
         self._explicit_index = bool(index)
-        self.names = {kind: collection_name(kg, model, kind) for kind in KINDS}
+        self.names = {kind: collection_name(kg, model, kind) for kind in ALL_KINDS}
         self._alias = f"isorag-vs-{uuid.uuid4().hex[:12]}"
         self._cols: dict[str, Any] = {}
         self._loaded: set[str] = set()
@@ -107,13 +108,15 @@ class Collections:
         return StoreError(f"Milvus {what} failed ({self.uri}): {reason}")
 
     def _check_kind(self, kind: str) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if kind not in ALL_KINDS:
+            raise ValueError(f"kind must be one of {ALL_KINDS}, not {kind!r}")
 
     def _schema(self, kind: str) -> Any:
         from pymilvus import CollectionSchema, DataType, FieldSchema
 
         fields = [FieldSchema(PK_FIELD[kind], DataType.INT64, is_primary=True, auto_id=False)]
+        if kind == ALIASES:
+            fields.append(FieldSchema(OWNER_FIELD, DataType.INT64))
         if kind != "entities":
             fields.append(FieldSchema(NAME_FIELD, DataType.VARCHAR, max_length=NAME_MAX))
         fields.append(FieldSchema(DIGEST_FIELD, DataType.INT64))
@@ -138,7 +141,8 @@ class Collections:
                 f"{self.model!r} gives {self.dim}-d vectors: use the model the KG was loaded with, "
                 f"or drop and reload its vectors"
             )
-        if PK_FIELD[kind] not in fields or (kind != "entities" and NAME_FIELD not in fields):
+        if PK_FIELD[kind] not in fields or (kind != "entities" and NAME_FIELD not in fields) or (
+                kind == ALIASES and OWNER_FIELD not in fields):
             raise SchemaMismatchError(
                 f"Milvus collection {name!r} lacks the fields {PK_FIELD[kind]!r}/{NAME_FIELD!r} isorag expects"
             )
@@ -217,6 +221,10 @@ class Collections:
         for kind in KINDS:
             self._col(kind, create=True)
 
+    def kinds_made(self) -> tuple[str, ...]:
+        """The kinds every KG has, and the aliases where this KG's collection of them exists."""
+        return (*KINDS, *((ALIASES,) if self._col(ALIASES) is not None else ()))
+
     def existing_kinds(self) -> list[str]:
         """The kinds whose collection exists (checked against this store's dim and model); creates nothing."""
-        return [kind for kind in KINDS if self._col(kind) is not None]
+        return [kind for kind in ALL_KINDS if self._col(kind) is not None]

@@ -11,7 +11,12 @@ from engine._config import check_kg_name
 from engine._errors import ConfigError
 
 KINDS = ("entities", "relations", "types")
-PK_FIELD = {"entities": "eid", "relations": "rid", "types": "tid"}
+#: the kind made only for a KG with aliases (an entity's other names, each embedded like a name)
+ALIASES = "aliases"
+ALL_KINDS = (*KINDS, ALIASES)
+PK_FIELD = {"entities": "eid", "relations": "rid", "types": "tid", ALIASES: "aid"}
+#: the INT64 field of an alias row holding its entity's eid
+OWNER_FIELD = "eid"
 VECTOR_FIELD = "vector"
 NAME_FIELD = "name"
 NAME_MAX = 65535
@@ -22,6 +27,7 @@ DIGEST_FIELD = "digest"
 BATCH = 10_000  # rows per insert (the measured best on the bundled Milvus)
 QUERY_BATCH = 8_192  # pks per query (<= Milvus' 16,384 result cap)
 TOPK_MAX = 16_384  # Milvus' cap on limit
+SEARCH_BATCH = 4_096  # query vectors per Search RPC (Milvus refuses more than 16,384 in one)
 EF_MAX = 32_768  # knowhere's cap on HNSW ef
 
 # HNSW build cost grows with M and efConstruction; 32/128 builds MetaQA's 43k entities in less than half
@@ -56,8 +62,8 @@ def slug(text: str) -> str:
 def collection_name(kg: str, model: str, kind: str) -> str:
     """``<kg>__<model>__<kind>``. A valid KG name (:func:`engine._config.check_kg_name`) is its own prefix and holds
     no ``__``, so the KG is the text before the first ``__``: distinct KGs never share a collection."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if kind not in ALL_KINDS:
+        raise ValueError(f"kind must be one of {ALL_KINDS}, not {kind!r}")
     check_kg_name(kg)
     model_part = slug(model.rsplit("/", 1)[-1]) if "/" in model else slug(model)
     name = f"{kg}__{model_part}__{kind}"

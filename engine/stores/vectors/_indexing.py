@@ -11,7 +11,7 @@ from typing import Any
 from engine._errors import StoreError
 
 from ._collections import Collections
-from ._common import DATA_TIMEOUT, DDL_TIMEOUT, INDEX_TIMEOUT, KINDS, LOAD_TIMEOUT, VECTOR_FIELD, VECTOR_INDEX
+from ._common import DATA_TIMEOUT, DDL_TIMEOUT, INDEX_TIMEOUT, LOAD_TIMEOUT, VECTOR_FIELD, VECTOR_INDEX
 
 
 class Indexing(Collections):
@@ -126,7 +126,7 @@ class Indexing(Collections):
         The kinds are finalized at once, one thread each: most of a small collection's time here is
         Milvus' own waiting (flush, index scheduling, load), which then overlaps the entities' index build.
         """
-        kinds = KINDS if kind is None else (kind,)
+        kinds = self.kinds_made() if kind is None else (kind,)
         for k in kinds:
             self._check_kind(k)
             self._col(k, create=True)
@@ -143,7 +143,7 @@ class Indexing(Collections):
     def ensure_ready(self) -> None:
         """Finalize (:meth:`finalize`) the kinds whose collection is not loaded yet; rows written into a loaded
         collection are searchable as they are (a change set's few rows need no flush or index build)."""
-        for k in KINDS:
+        for k in self.kinds_made():
             if not self._is_loaded(k):
                 self.finalize(k)
 

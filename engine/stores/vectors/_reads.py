@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ._common import (DATA_TIMEOUT, DIGEST_FIELD, EF_MAX, KINDS, NAME_FIELD, PK_FIELD, QUERY_BATCH, SEARCH_TIMEOUT,
+from ._common import (ALIASES, ALL_KINDS, DATA_TIMEOUT, DIGEST_FIELD, EF_MAX, NAME_FIELD, OWNER_FIELD, PK_FIELD,
+                      QUERY_BATCH, SEARCH_BATCH, SEARCH_TIMEOUT,
                       TOPK_MAX, VECTOR_FIELD)
 from ._indexing import Indexing
 
@@ -80,7 +81,8 @@ class Reads(Indexing):
     def search(self, kind: str, vectors: np.ndarray, limit: int) -> list[list[tuple[int, float]]]:
         """Nearest rows for each query vector, ``[(id, euclidean_distance)]`` ascending.
 
-        One Search RPC for all the vectors.  ``limit`` is capped at 16,384 (Milvus' cap).
+        One Search RPC for up to :data:`SEARCH_BATCH` vectors (more are split: Milvus refuses over 16,384 in one).
+        ``limit`` is capped at 16,384 (Milvus' cap).
         """
         self._check_kind(kind)
         mat = self._as_matrix(vectors)
@@ -89,14 +91,52 @@ class Reads(Indexing):
             return [[] for _ in range(len(mat))]
         if kind not in self._cols:
             self._need(kind)
-        res = self._raw_search(kind, mat, limit, None)
-        ids = res.ids.int_id.data
-        dists = self._to_distances(kind, res.scores)
         out: list[list[tuple[int, float]]] = []
-        pos = 0
-        for k in res.topks:
-            out.append(list(zip(ids[pos : pos + k], dists[pos : pos + k])))
-            pos += k
+        for start in range(0, len(mat), SEARCH_BATCH):
+            res = self._raw_search(kind, mat[start: start + SEARCH_BATCH], limit, None)
+            ids = res.ids.int_id.data
+            dists = self._to_distances(kind, res.scores)
+            pos = 0
+            for k in res.topks:
+                out.append(list(zip(ids[pos : pos + k], dists[pos : pos + k])))
+                pos += k
+        return out
+
+    def alias_rows(self, eids: Sequence[int]) -> dict[int, int]:
+        """aid -> eid of the alias rows of these entities (none where the KG has no aliases collection)."""
+        wanted = sorted({int(e) for e in eids})
+        out: dict[int, int] = {}
+        if not wanted or self._col(ALIASES) is None:
+            return out
+        for start in range(0, len(wanted), QUERY_BATCH):
+            chunk = wanted[start: start + QUERY_BATCH]
+            for r in self._query(ALIASES, f"{OWNER_FIELD} in {chunk}", [PK_FIELD[ALIASES], OWNER_FIELD], "Strong"):
+                out[int(r[PK_FIELD[ALIASES]])] = int(r[OWNER_FIELD])
+        return out
+
+    def search_aliases(self, vectors: np.ndarray, limit: int) -> list[list[tuple[int, str, float]]]:
+        """For each query vector, the ``limit`` nearest aliases as ``(eid of their entity, alias, distance)``,
+        nearest first; nothing where the KG has no aliases collection."""
+        mat = self._as_matrix(vectors)
+        limit = min(int(limit), TOPK_MAX)
+        if limit <= 0 or not len(mat) or self._col(ALIASES) is None:
+            return [[] for _ in range(len(mat))]
+        out: list[list[tuple[int, str, float]]] = []
+        for start in range(0, len(mat), SEARCH_BATCH):
+            res = self._raw_search(ALIASES, mat[start: start + SEARCH_BATCH], limit, [OWNER_FIELD, NAME_FIELD])
+            dists = self._to_distances(ALIASES, res.scores)
+            owners: Sequence[int] = []
+            names: Sequence[str] = []
+            for field in res.fields_data:
+                if field.field_name == OWNER_FIELD:
+                    owners = field.scalars.long_data.data
+                elif field.field_name == NAME_FIELD:
+                    names = field.scalars.string_data.data
+            pos = 0
+            for k in res.topks:
+                out.append([(int(owners[i]), names[i] if i < len(names) else "", dists[i])
+                            for i in range(pos, pos + k) if i < len(owners)])
+                pos += k
         return out
 
     def search_names(
@@ -112,20 +152,21 @@ class Reads(Indexing):
             return [[] for _ in range(len(mat))]
         if kind not in self._cols:
             self._need(kind)
-        res = self._raw_search(kind, mat, limit, [NAME_FIELD])
-        ids = res.ids.int_id.data
-        dists = self._to_distances(kind, res.scores)
-        names: Sequence[str] = []
-        for field in res.fields_data:
-            if field.field_name == NAME_FIELD:
-                names = field.scalars.string_data.data
         out: list[list[tuple[int, str, float]]] = []
-        pos = 0
-        for k in res.topks:
-            out.append(
-                [(ids[i], names[i] if i < len(names) else "", dists[i]) for i in range(pos, pos + k)]
-            )
-            pos += k
+        for start in range(0, len(mat), SEARCH_BATCH):
+            res = self._raw_search(kind, mat[start: start + SEARCH_BATCH], limit, [NAME_FIELD])
+            ids = res.ids.int_id.data
+            dists = self._to_distances(kind, res.scores)
+            names: Sequence[str] = []
+            for field in res.fields_data:
+                if field.field_name == NAME_FIELD:
+                    names = field.scalars.string_data.data
+            pos = 0
+            for k in res.topks:
+                out.append(
+                    [(ids[i], names[i] if i < len(names) else "", dists[i]) for i in range(pos, pos + k)]
+                )
+                pos += k
         return out
 
     def _query(self, kind: str, expr: str, fields: list[str], consistency: str) -> list[dict[str, Any]]:
@@ -225,7 +266,7 @@ class Reads(Indexing):
             return
         from pymilvus.client import ts_utils
 
-        for kind in KINDS:
+        for kind in ALL_KINDS:
             ts_utils.update_collection_ts(self.names[kind], int(ts))
 
     #: rows one query returns at most (Milvus' result cap)

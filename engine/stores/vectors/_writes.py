@@ -12,7 +12,8 @@ import numpy as np
 
 from engine.stores.texts import text_digest
 
-from ._common import (BATCH, DATA_TIMEOUT, DIGEST_FIELD, NAME_FIELD, PK_FIELD, QUERY_BATCH, VECTOR_FIELD,
+from ._common import (ALIASES, BATCH, DATA_TIMEOUT, DIGEST_FIELD, NAME_FIELD, OWNER_FIELD, PK_FIELD, QUERY_BATCH,
+                      VECTOR_FIELD,
                       fit_varchar, varint)
 from ._reads import Reads
 
@@ -21,11 +22,11 @@ class Writes(Reads):
     """Upserts and deletes."""
 
     def upsert(self, kind: str, ids: Sequence[int], vectors: np.ndarray, names: Sequence[str] | None = None, *,
-               texts: Sequence[str] | None = None) -> None:
+               texts: Sequence[str] | None = None, owners: Sequence[int] | None = None) -> None:
         """Insert or replace rows by primary key, in batches of 10k rows. ``texts``: what each vector was embedded
         from, whose digest the row records (default: ``names``, what relations and types embed; an entity row
         written without its text records 0, which no text has, so ``check`` embeds it again). Relations and types
-        need ``names``."""
+        need ``names``; aliases ``names`` (the alias) and ``owners`` (its entity's eid)."""
         self._check_kind(kind)
         ids_arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         vecs = self._as_matrix(vectors)
@@ -42,6 +43,11 @@ class Writes(Reads):
             raise ValueError(f"{len(ids_arr)} ids but {len(said)} texts")
         digests = np.asarray([text_digest(t) for t in said] if said is not None else np.zeros(len(ids_arr)),
                              dtype=np.int64)
+        own = None
+        if kind == ALIASES:
+            if owners is None or len(owners) != len(ids_arr):
+                raise ValueError("aliases need the eid of their entity (owners), one per id")
+            own = np.asarray(owners, dtype=np.int64).reshape(-1)
         if not len(ids_arr):
             return
         # a pk twice in one call: keep the last row (what sequential upserts would leave)
@@ -51,6 +57,8 @@ class Writes(Reads):
             ids_arr, vecs, digests = ids_arr[keep], vecs[keep], digests[keep]
             if names is not None:
                 names = [names[i] for i in keep]
+            if own is not None:
+                own = own[keep]
         self._col(kind, create=True)
         name = self.names[kind]
         is_new = self._new_rows(kind, ids_arr)
@@ -61,6 +69,7 @@ class Writes(Reads):
                 request = self._mutation_request(
                     kind, ids_arr[rows], vecs[rows],
                     None if names is None else [names[i] for i in rows], insert=insert, digests=digests[rows],
+                    owners=None if own is None else own[rows],
                 )
                 self._send_mutation(name, request, insert=insert)
         self._mark_written(kind, ids_arr)
@@ -126,7 +135,7 @@ class Writes(Reads):
 
     def _mutation_request(
         self, kind: str, ids: np.ndarray, vecs: np.ndarray, names: Sequence[str] | None,
-        insert: bool = False, digests: np.ndarray | None = None,
+        insert: bool = False, digests: np.ndarray | None = None, owners: np.ndarray | None = None,
     ) -> Any:
         """An Insert/UpsertRequest built straight from the arrays.
 
@@ -139,6 +148,9 @@ class Writes(Reads):
         request = cls(collection_name=self.names[kind], num_rows=len(ids))
         fd = request.fields_data.add(type=schema_pb2.Int64, field_name=PK_FIELD[kind])
         fd.scalars.long_data.data.extend(ids.tolist())
+        if owners is not None:
+            fd = request.fields_data.add(type=schema_pb2.Int64, field_name=OWNER_FIELD)
+            fd.scalars.long_data.data.extend(np.asarray(owners, dtype=np.int64).tolist())
         if names is not None:
             fd = request.fields_data.add(type=schema_pb2.VarChar, field_name=NAME_FIELD)
             fd.scalars.string_data.data.extend(fit_varchar(str(n)) for n in names)
@@ -185,7 +197,7 @@ class Writes(Reads):
         col = self._need(kind)
         pk = PK_FIELD[kind]
         fields = [pk, VECTOR_FIELD] + ([NAME_FIELD] if kind != "entities" else []) + (
-            [DIGEST_FIELD] if self._digests.get(kind) else [])
+            [DIGEST_FIELD] if self._digests.get(kind) else []) + ([OWNER_FIELD] if kind == ALIASES else [])
         parts = list(self.iter_ids(kind))  # 8 bytes an id: 80 MB at 10M rows
         ids = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
         removed = 0
@@ -205,8 +217,11 @@ class Writes(Reads):
             names = [rows[i][NAME_FIELD] for i in keep.tolist()] if kind != "entities" else None
             digests = (np.asarray([rows[i][DIGEST_FIELD] for i in keep.tolist()], np.int64)
                        if self._digests.get(kind) else None)
+            owners = (np.asarray([rows[i][OWNER_FIELD] for i in keep.tolist()], np.int64) if kind == ALIASES
+                      else None)
             self._send_mutation(self.names[kind], self._mutation_request(kind, keep, vecs, names, insert=True,
-                                                                         digests=digests), insert=True)
+                                                                         digests=digests, owners=owners),
+                                insert=True)
             removed += rows_stored - len(keep)
         if removed:
             try:
