@@ -43,14 +43,21 @@ def forget(eng: Any, text: str) -> None:
     eng.retriever.forget_text(text)
 
 
-def synth_records(eng: Any, n: int, shapes: list[str], seed: int, name: str) -> list[Any]:
+def synth_records(eng: Any, n: int, shapes: list[str], seed: int, name: str, *, walk: str = "forward",
+                  path_share: float = 1.0, wordings: int | None = None,
+                  template_question: bool = False) -> list[Any]:
     """``isorag synth``'s questions about the KG (no LLM), every wording a training record, as a user sets up a KG
-    with no questions of its own: ``isorag synth --out F`` then ``isorag train-generator --qa F``."""
-    from engine.evaluation.synth import Synthesizer, write_jsonl
+    with no questions of its own: ``isorag synth --out F`` then ``isorag train-generator --qa F``. ``walk``,
+    ``path_share``, ``wordings``, ``template_question``: the sampler's settings
+    (:class:`engine.evaluation.synth.SynthSettings`)."""
+    from engine.evaluation.synth import SynthSettings, Synthesizer, write_jsonl
     from engine.learned.train import read_records
 
     t0 = time.perf_counter()
-    syn = Synthesizer(eng.graph, seed=seed)
+    settings = replace(SynthSettings(), walk=walk, path_share=path_share, template_question=template_question)
+    if wordings is not None:
+        settings = replace(settings, wordings=wordings)
+    syn = Synthesizer(eng.graph, seed=seed, settings=settings)
     recs = list(syn.generate(n, shapes))
     path = RESULTS / f"synth_{name}.jsonl"
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -52,6 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine.llm import LLM
 
 SHAPES = ("path1", "path2", "path3", "star", "conj2", "conj3")
+#: walks of the path shapes: ``forward`` takes a relationship that leaves the current entity where it has one, and
+#: at an entity with none (an actor of a film KG, a year) turns back along a relationship that enters it, of the
+#: relation it came by where it can ("the films that share an actor with X"); ``random`` takes either direction
+WALKS = ("forward", "random")
 SEED, INTERMEDIATE, ANSWER = "seed", "intermediate", "answer"
 
 
@@ -74,6 +78,21 @@ class SynthSettings:
     pool_factor: int = 40
     #: wordings of each question (``questions``: the template's, then others, see :mod:`engine.evaluation.wording`)
     wordings: int = 4
+    #: how a path shape walks from its seed (see :data:`WALKS`): ``forward`` along the relationships' direction,
+    #: as multi-hop questions read, or ``random`` (either direction at every step)
+    walk: str = "forward"
+    #: at most this share of a shape's records follow one relation path (its relations and directions), so that
+    #: rarer paths get records too; 1.0: no bound. A shape whose paths cannot fill its share stops early
+    path_share: float = 1.0
+    #: keep the template's wording ("What is the entity that ...", SynthKGQA's) among ``questions``; without it
+    #: the record's ``question`` is its first worded one and the template's is kept as ``template_question``
+    template_question: bool = False
+
+    def __post_init__(self) -> None:
+        if self.walk not in WALKS:
+            raise ConfigError(f"SynthSettings.walk must be one of {', '.join(WALKS)}, got {self.walk!r}")
+        if not 0.0 < self.path_share <= 1.0:
+            raise ConfigError(f"SynthSettings.path_share must be in (0, 1], got {self.path_share!r}")
 
 
 @dataclass
@@ -256,10 +275,12 @@ class Synthesizer:
             self._fill_pool(max(self._pool_size, 100))
         return self._pool.pop()
 
-    def _neighbours(self, eid: int, exclude: Sequence[int]) -> list[dict[str, Any]]:
+    def _neighbours(self, eid: int, exclude: Sequence[int], out: bool | None = None) -> list[dict[str, Any]]:
+        """Up to ``neighbour_cap`` neighbours of ``eid`` not in ``exclude``: through relationships that leave it
+        (``out=True``), enter it (``False``) or either (``None``)."""
         if self._relation_names is None:
             self._relation_names = {ri.type: ri.name for ri in self.graph.relation_catalog().values()}
-        rows = self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude),
+        rows = self.graph.read(cypher("synth_neighbours"), eid=eid, exclude=list(exclude), out=out,
                                types=sorted(self._relation_names), cap=self.settings.neighbour_cap)
         for r in rows:
             r["rel"] = self._relation_names[r["type"]]
@@ -280,13 +301,28 @@ class Synthesizer:
         """Edge between node indices a (the expanded node) and b (the neighbour in ``row``), source direction."""
         return (a, row["type"], row["rel"], b) if row["out"] else (b, row["type"], row["rel"], a)
 
+    def _step_rows(self, eids: Sequence[int], came_by: tuple[str, bool] | None) -> list[dict[str, Any]]:
+        """The neighbours the walk may take next from ``eids[-1]`` (see :data:`WALKS`); ``came_by``: the type of
+        the relationship it arrived by and whether that left the entity before."""
+        if self.settings.walk == "random":
+            return self._neighbours(eids[-1], eids)
+        rows = self._neighbours(eids[-1], eids, out=True)
+        if rows:
+            return rows
+        rows = self._neighbours(eids[-1], eids, out=False)
+        if came_by is not None and came_by[1]:  # arrived forward at a dead end: back along the same relation
+            same = [r for r in rows if r["type"] == came_by[0]]
+            rows = same or rows
+        return rows
+
     def sample_shape(self, shape: str) -> GTSample | None:
         if shape.startswith("path"):
             length = int(shape[4:])
             eids = [self._start()]
-            edges = []
+            edges: list[tuple[int, str, str, int]] = []
             for step in range(length):
-                rows = self._neighbours(eids[-1], eids)
+                came_by = (edges[-1][1], edges[-1][0] == step - 1) if edges else None
+                rows = self._step_rows(eids, came_by)
                 if not rows:
                     return None
                 (row,) = self._pick(rows)
@@ -401,20 +437,24 @@ class Synthesizer:
             "cypher": answer_query(sample),
         }
         rec["questions"] = self.wordings(sample, question, rid)
+        rec["template_question"] = question
+        rec["question"] = rec["questions"][0] if rec["questions"] else question
         if self.llm is not None:
-            rec["paraphrased_question"] = rec["questions"][1] if len(rec["questions"]) > 1 else None
+            rec["paraphrased_question"] = next((q for q in rec["questions"] if q != question), None)
             rec["paraphrased_claim"] = self._paraphrase(claim, "statement")
         return rec
 
     def wordings(self, sample: GTSample, question: str, rid: str) -> list[str]:
-        """The question and other wordings of it (``settings.wordings`` in all): the LLM's paraphrases when one
+        """Wordings of the question (``settings.wordings`` in all; ``question``, the template's, first where
+        ``settings.template_question``): the LLM's paraphrases when one
         is configured, else (and to make up the number) worded from the relation names
         (:mod:`engine.evaluation.wording`). Drawn from a generator of their own, seeded by the record: the
         sampling does not change with the number of wordings."""
         from engine.evaluation.wording import wordings
 
         n = self.settings.wordings
-        first = [question]
+        # the template's wording reads like no question a person asks; kept where it is asked for, or the only one
+        first = [question] if self.settings.template_question or sample.shape == "star" else []
         if self.llm is not None and n > 1:
             seeds = [sample.names[s] for s in sample.seeds]
             first += [q for q in self._paraphrases(question, n - 1) if all(x in q for x in seeds)]
@@ -500,20 +540,29 @@ class Synthesizer:
         self._fill_pool(self._pool_size)
         made = {s: 0 for s in shapes}
         failures = {s: 0 for s in shapes}
+        per_path: dict[tuple[str, tuple[tuple[str, bool], ...]], int] = {}
+        cap = max(1, math.ceil(self.settings.path_share * n / len(shapes))) if shapes else 1
         live = list(shapes)
         count = 0
         while count < n and live:
             shape = min(live, key=lambda s: made[s])
             sample = self.sample_shape(shape)
-            rec = self.build_record(sample, f"{shape}-{made[shape]}") if sample is not None else None
+            path = (shape, tuple((rel, h < t) for h, _, rel, t in sample.edges) if sample is not None else ())
             if sample is None:
                 self._drop("no_neighbours")
+                rec = None
+            elif self.settings.path_share < 1.0 and per_path.get(path, 0) >= cap:
+                self._drop("path_share")
+                rec = None
+            else:
+                rec = self.build_record(sample, f"{shape}-{made[shape]}")
             if rec is None:
                 failures[shape] += 1
                 if failures[shape] > self.settings.attempts * (made[shape] + 1):
                     live.remove(shape)
                 continue
             made[shape] += 1
+            per_path[path] = per_path.get(path, 0) + 1
             count += 1
             yield rec
 
@@ -529,5 +578,5 @@ def write_jsonl(records: Sequence[dict[str, Any]], path: str | Path) -> None:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
-__all__ = ["SHAPES", "SynthSettings", "GTSample", "Synthesizer", "synthesize", "write_jsonl", "answer_query",
+__all__ = ["SHAPES", "WALKS", "SynthSettings", "GTSample", "Synthesizer", "synthesize", "write_jsonl", "answer_query",
            "isomorphism_type", "hops", "subtree_edges", "inverse_degree_weights", "claim_text", "question_text"]

@@ -122,3 +122,32 @@ def test_synth_is_reproducible_by_seed(small_kg) -> None:
     first = sample(11)
     assert len(first) == 12 and sample(11) == first
     assert sample(12) != first
+
+
+def test_path_shapes_walk_forward(small_kg) -> None:
+    """The forward walk (the default) takes a relationship that leaves the entity where there is one; it turns
+    back only at an entity with none left, along the relation it came by where it can. ``walk="random"`` keeps
+    either direction."""
+    from dataclasses import replace
+
+    from engine.evaluation.synth import SynthSettings, Synthesizer
+
+    out_rels: dict[str, set[str]] = {}
+    for h, _, t in TRIPLES:
+        out_rels.setdefault(h, set()).add(t)
+    recs = list(Synthesizer(small_kg.graph, seed=3).generate(30, ["path2", "path3"]))
+    assert recs
+    for rec in recs:
+        # the template's wording is kept apart: the question is the first of the worded ones
+        assert rec["question"] == rec["questions"][0] and rec["template_question"] not in rec["questions"]
+        walk = [rec["seeds"][0]]
+        for h, _, t in rec["triples"]:
+            came_forward = h == walk[-1]
+            if not came_forward:  # a step back: the entity had no relationship left to leave by
+                assert not (out_rels.get(walk[-1], set()) - set(walk)), rec["triples"]
+            walk.append(t if came_forward else h)
+    with pytest.raises(Exception, match="walk"):
+        SynthSettings(walk="sideways")
+    rnd = list(Synthesizer(small_kg.graph, seed=3, settings=replace(SynthSettings(), walk="random"))
+               .generate(30, ["path2", "path3"]))
+    assert rnd

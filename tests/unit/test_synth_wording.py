@@ -66,3 +66,31 @@ def test_conjunctions_and_the_number_of_wordings() -> None:
     assert wordings(["What is X?"], lambda: next(drawn), 4) == ["What is X?", "A", "B", "C"]
     # distinct, the drawn ones sentence-cased; it gives up after a few draws that bring nothing new
     assert wordings(["one", "one", "two"], lambda: "two", 5, tries=2) == ["one", "two", "Two"]
+
+
+def test_a_relation_walked_there_and_back_is_worded_as_one_step() -> None:
+    """X -directed_by-> D <-directed_by- A: "the ones that share a director with X", not "the ones whose director
+    is the director of X" only; X <-starred_actors- F -starred_actors-> A: "the co-actors of X"."""
+    rng = random.Random(5)
+    directed, starred, genre = (relation_forms(r) for r in ("directed_by", "starred_actors", "has_genre"))
+    shared = {chain_wording(["Heat"], [(directed, True), (directed, False), (genre, True)], rng) for _ in range(400)}
+    assert any("share directors with Heat" in q or "same director as Heat" in q for q in shared)
+    assert any("whose directors also directed Heat" in q for q in shared)
+    assert any("the director of Heat" in q for q in shared)  # the hop-by-hop wording stays among them
+    costars = {chain_wording(["Tom Hanks"], [(starred, False), (starred, True)], rng) for _ in range(400)}
+    assert any("co-actors of Tom Hanks" in q or "together with Tom Hanks" in q for q in costars)
+    assert not any("appear" in q for q in costars)  # "what does X appear in" asks the films, not the co-stars
+    assert all("Heat" in q for q in shared) and all("Tom Hanks" in q for q in costars)
+
+
+def test_more_forms_of_a_relation() -> None:
+    """A relation named by a leading participle (starred_actors) reads "starred by", "starred in"; a year asks
+    "when"."""
+    s = relation_forms("starred_actors")
+    assert s.participle == "starred" and s.leading and s.nouns == ("actors", "actor") and s.passive == "starred by"
+    rng = random.Random(2)
+    films = {chain_wording(["Tom Hanks"], [(s, False)], rng) for _ in range(200)}
+    assert "which ones were starred by Tom Hanks?" in films and "what did Tom Hanks star in?" in films
+    years = {chain_wording(["Heat"], [(relation_forms("release_year"), True)], rng) for _ in range(200)}
+    assert "when was Heat released?" in years and "when did Heat release?" in years
+    assert not any("star in in" in q or "starred in in" in q for q in films)
