@@ -662,7 +662,7 @@ class PatternGenerator:
         ready)."""
         rep = self._replica()
         return candidates(text, self.graph, vectors=self.vectors, embedder=self.embedder,
-                          local=local_names(rep) if rep is not None else None)
+                          local=local_names(rep) if rep is not None else None, known_words=self.ckpt.link.words)
 
     def link(self, text: str, max_topics: int | None = None, min_topics: int = 1) -> list[LinkedTopic]:
         cands = self.candidates(text)

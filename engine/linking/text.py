@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -243,16 +243,18 @@ def _same_edges(span: str, names: Sequence[str]) -> bool:
 
 
 def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 256,
-                    local: LocalNames | None = None) -> list[list[Candidate]]:
+                    local: LocalNames | None = None,
+                    known_words: Container[str] | None = None) -> list[list[Candidate]]:
     """For each text, its spans that name KG entities by spelling: written as a name is, the same once folded, or
     near a name or alias (module docstring). One read per ``batch`` texts.
 
     ``local``: the KG's names in process (:mod:`engine.linking.local`, from a fresh graph read replica): each text's
     spans are first looked up there, exactly and folded, and only a text that this leaves with a name unknown
-    (:func:`needs_fulltext`) is read from Neo4j as above (its full-text index finds aliases and near spellings)."""
+    (:func:`needs_fulltext`; ``known_words``: the words a text is made of besides its names) is read from Neo4j as
+    above (its full-text index finds aliases and near spellings)."""
     if local is not None:
         found_here = [local_candidates(t, local) for t in texts]
-        redo = [i for i, (t, c) in enumerate(zip(texts, found_here)) if needs_fulltext(t, c)]
+        redo = [i for i, (t, c) in enumerate(zip(texts, found_here)) if needs_fulltext(t, c, known_words)]
         if redo:
             for i, again in zip(redo, link_candidates([texts[i] for i in redo], graph, batch=batch)):
                 found_here[i] = again
@@ -290,11 +292,14 @@ def local_candidates(text: str, local: LocalNames) -> list[Candidate]:
     return _span_candidates(sp, exact, found, names)
 
 
-def needs_fulltext(text: str, cands: Sequence[Candidate]) -> bool:
+def needs_fulltext(text: str, cands: Sequence[Candidate], known_words: Container[str] | None = None) -> bool:
     """Whether the candidates found in process (exact and folded names) may leave a name of ``text`` unknown, so
     that the full-text index must be asked: none was found, the text has no capital letter (its capitals cannot
-    say where its names are), or a run of capitalized words or a number (:func:`unknown_names`) lies in no one
-    candidate whole ("Tom Hnaks" beside a film called "Tom")."""
+    say where its names are), a run of capitalized words or a number (:func:`unknown_names`) lies in no one
+    candidate whole ("Tom Hnaks" beside a film called "Tom"), or, given ``known_words`` (the lower-cased words the
+    texts are made of besides their names: the generator's training questions), a word that is neither known nor
+    inside a candidate: a typo often takes a name's capital away ("Kim yers", "Crazy eHart", "Farewell to hte
+    King", each beside a name that covers its other words)."""
     if not cands or not any(ch.isupper() for ch in text):
         return True
     for m in _NAME_RUN.finditer(text):
@@ -305,6 +310,12 @@ def needs_fulltext(text: str, cands: Sequence[Candidate]) -> bool:
             continue
         if not any(c.start <= a and b <= c.end for c in cands):
             return True
+    if known_words is not None:
+        for m in _WORD.finditer(text):
+            word = m.group(0).lower().rstrip(_TRAIL)
+            if word and word not in known_words \
+                    and not any(c.start <= m.start() and m.end() <= c.end for c in cands):
+                return True
     return False
 
 
@@ -315,11 +326,11 @@ def exact_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 2
 
 def candidates(text: str, graph: GraphReader, *, vectors: VectorIndex | None = None,
                embedder: TextEmbedder | None = None, stopwords: Iterable[str] = (),
-               local: LocalNames | None = None) -> list[Candidate]:
+               local: LocalNames | None = None, known_words: Container[str] | None = None) -> list[Candidate]:
     """The spans of ``text`` that name KG entities: by spelling (one read, :func:`link_candidates`; none where
-    ``local`` finds every name in process); without any, by meaning (one embedding call, one vector search) when
-    ``vectors`` and ``embedder`` are given."""
-    out = link_candidates([text], graph, local=local)[0]
+    ``local`` finds every name in process, ``known_words`` the text's other words); without any, by meaning (one
+    embedding call, one vector search) when ``vectors`` and ``embedder`` are given."""
+    out = link_candidates([text], graph, local=local, known_words=known_words)[0]
     if out or vectors is None or embedder is None:
         return out
     stop = {w.lower() for w in stopwords}
@@ -392,6 +403,8 @@ class LinkModel:
         self.weights = np.asarray(weights, dtype=np.float64)
         self.template_rate = dict(template_rate)
         self.max_topics = max_topics
+        #: the single words of the training questions besides their topics (:func:`needs_fulltext`)
+        self.words = frozenset(g for g in self.template_rate if " " not in g)
 
     def features(self, cands: Sequence[Candidate], text: str) -> np.ndarray:
         x = np.zeros((len(cands), len(FEATURES)), dtype=np.float64)

@@ -58,3 +58,24 @@ def cand(text: str, mention: str, name: str | None = None) -> Candidate:
 def test_the_fulltext_index_is_asked_only_for_a_name_left_unknown(text: str, mentions: list[str],
                                                                     needed: bool) -> None:
     assert needs_fulltext(text, [cand(text, m) for m in mentions]) is needed
+
+
+KNOWN = frozenset("what movies did star in who wrote share directors with the movie of a".split())
+
+
+@pytest.mark.parametrize("text, mentions, needed", [
+    ("what movies did Kim Myers star in", ["Kim Myers"], False),
+    ("what movies did Kim yers star in", ["Kim"], True),     # a typo took the name's capital: "yers" is no known word
+    ("who wrote movies that share directors with the movie Crazy eHart", ["Crazy"], True),
+    ("who wrote movies that share directors with the movie Farewell to hte King", ["Farewell"], True),
+    ("who wrote movies that share directors with the movie Crazy Heart", ["Crazy Heart"], True),  # "that": unknown
+])
+def test_a_word_neither_known_nor_in_a_candidate_asks_the_fulltext_index(text: str, mentions: list[str],
+                                                                         needed: bool) -> None:
+    """Given the words the texts are made of besides their names (the generator's training questions), a word that
+    is neither (a name's word whose typo took its capital away) asks the full-text index; without them, only the
+    runs of capitals do."""
+    cands = [cand(text, m) for m in mentions]
+    assert needs_fulltext(text, cands, KNOWN) is needed
+    if mentions == ["Kim"]:
+        assert needs_fulltext(text, cands) is False  # the capitals alone miss it
