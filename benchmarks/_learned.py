@@ -43,6 +43,26 @@ def forget(eng: Any, text: str) -> None:
     eng.retriever.forget_text(text)
 
 
+def add_synth_arguments(ap: Any, n: int) -> None:
+    """The options of ``--train-from synth`` (``n``: the default number of samples), the same in every benchmark
+    that trains on ``isorag synth``'s questions; :func:`synth_options` reads them."""
+    ap.add_argument("--synth-n", type=int, default=n, help="--train-from synth: samples of isorag synth")
+    ap.add_argument("--synth-walk", choices=["forward", "random"], default="forward",
+                    help="--train-from synth: how path samples walk (SynthSettings.walk)")
+    ap.add_argument("--synth-path-share", type=float, default=1.0,
+                    help="--train-from synth: the most of a shape's samples one relation path takes")
+    ap.add_argument("--synth-wordings", type=int, default=None, help="--train-from synth: wordings per sample")
+    ap.add_argument("--synth-template-question", action="store_true",
+                    help="--train-from synth: the template's wording among each sample's (SynthSettings)")
+
+
+def synth_options(args: Any) -> dict[str, Any]:
+    """The sampler's settings given by :func:`add_synth_arguments`' options (keywords of :func:`synth_records`, and
+    what a benchmark's JSON records of them)."""
+    return {"walk": args.synth_walk, "path_share": args.synth_path_share, "wordings": args.synth_wordings,
+            "template_question": args.synth_template_question}
+
+
 def synth_records(eng: Any, n: int, shapes: list[str], seed: int, name: str, *, walk: str = "forward",
                   path_share: float = 1.0, wordings: int | None = None,
                   template_question: bool = False) -> list[Any]:

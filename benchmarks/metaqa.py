@@ -43,6 +43,7 @@ import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA as _DATA
 from _common import (DEMO, ROOT, drop_kg, emit, parse_args, peak_rss_mb, percentile, smoke_dir, smoke_metaqa,
                      start_servers)
+from _learned import add_synth_arguments, synth_options
 
 DATA = _DATA / "metaqa"
 UNANSWERABLE = ROOT / "benchmarks" / "data" / "metaqa_unanswerable.jsonl"
@@ -107,14 +108,7 @@ def main() -> None:
                          "(each question through each in turn): total p50/p95 per setting under threads")
     ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold",
                     help="--pattern learned: gold patterns, question-answer pairs alone, or synth's questions alone")
-    ap.add_argument("--synth-n", type=int, default=6000, help="--train-from synth: samples of isorag synth")
-    ap.add_argument("--synth-walk", choices=["forward", "random"], default="forward",
-                    help="--train-from synth: how path samples walk (SynthSettings.walk)")
-    ap.add_argument("--synth-path-share", type=float, default=1.0,
-                    help="--train-from synth: the most of a shape's samples one relation path takes")
-    ap.add_argument("--synth-wordings", type=int, default=None, help="--train-from synth: wordings per sample")
-    ap.add_argument("--synth-template-question", action="store_true",
-                    help="--train-from synth: the template's wording among each sample's (SynthSettings)")
+    add_synth_arguments(ap, 6000)
     ap.add_argument("--synth-shapes", default="path1,path2,path3", help="--train-from synth: isorag synth --shapes")
     ap.add_argument("--unanswerable", default=str(UNANSWERABLE),
                     help="--pattern learned: questions the KG cannot answer (JSON Lines: question, topic, asks); "
@@ -424,9 +418,7 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
     records = None
     if args.train_from == "synth":
         n = 150 if args.smoke else args.synth_n
-        records = synth_records(eng, n, args.synth_shapes.split(","), args.seed, "metaqa", walk=args.synth_walk,
-                                path_share=args.synth_path_share, wordings=args.synth_wordings,
-                                template_question=args.synth_template_question)
+        records = synth_records(eng, n, args.synth_shapes.split(","), args.seed, "metaqa", **synth_options(args))
     if args.generator:
         run_learned_latency(eng, args, test, Path(args.generator))
         return
@@ -444,8 +436,7 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
               "peak_rss_mb": round(peak_rss_mb(), 1), "load_avg": [round(x, 2) for x in os.getloadavg()]}
     if args.train_from == "synth":
         result["synth"] = {"n": 150 if args.smoke else args.synth_n, "shapes": args.synth_shapes,
-                           "walk": args.synth_walk, "path_share": args.synth_path_share,
-                           "wordings": args.synth_wordings, "template_question": args.synth_template_question}
+                           **synth_options(args)}
     if args.smoke:
         drop_kg(eng)
     eng.close()

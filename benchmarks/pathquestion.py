@@ -25,6 +25,7 @@ from typing import Any
 import _common  # noqa: F401 - sys.path and the environment, on import
 from _common import DATA as _DATA
 from _common import drop_kg, emit, parse_args, peak_rss_mb, smoke_pathquestion, start_servers
+from _learned import add_synth_arguments, synth_options
 
 DATA = _DATA / "pathquestion"
 
@@ -55,14 +56,7 @@ def main() -> None:
     ap.add_argument("--drop", action="store_true", help="drop the benchmark's KGs at the end")
     ap.add_argument("--kg-prefix", default="learned_pq")
     ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold")
-    ap.add_argument("--synth-n", type=int, default=4000, help="--train-from synth: samples of isorag synth")
-    ap.add_argument("--synth-walk", choices=["forward", "random"], default="forward",
-                    help="--train-from synth: how path samples walk (SynthSettings.walk)")
-    ap.add_argument("--synth-path-share", type=float, default=1.0,
-                    help="--train-from synth: the most of a shape's samples one relation path takes")
-    ap.add_argument("--synth-wordings", type=int, default=None, help="--train-from synth: wordings per sample")
-    ap.add_argument("--synth-template-question", action="store_true",
-                    help="--train-from synth: the template's wording among each sample's (SynthSettings)")
+    add_synth_arguments(ap, 4000)
     ap.add_argument("--data", type=Path, default=DATA, help="folder of {2,3}H-kb.txt and PQ-{2,3}H.txt")
     args = parse_args(ap, {"kg_prefix": "bench_smoke_pq", "drop": True, "synth_n": 300, "no_router": True,
                            "data": lambda a: smoke_pathquestion()})
@@ -88,9 +82,7 @@ def main() -> None:
         records = None
         if args.train_from == "synth":
             shapes = ["path1", "path2"] + (["path3"] if hop == "3" else [])
-            records = synth_records(eng, args.synth_n, shapes, args.seed, kg, walk=args.synth_walk,
-                                    path_share=args.synth_path_share, wordings=args.synth_wordings,
-                                template_question=args.synth_template_question)
+            records = synth_records(eng, args.synth_n, shapes, args.seed, kg, **synth_options(args))
         result = run_learned(eng, train, test, name=kg, k=args.k, seed=args.seed, router=not args.no_router,
                              train_from=args.train_from, records=records)
         print_summary(result)
@@ -106,9 +98,7 @@ def main() -> None:
         eng.close()
     emit("pathquestion", {"pattern": "learned", "train_from": args.train_from, "smoke": args.smoke,
                           "injective": args.injective, "k": args.k, **merged,
-                          **({"synth": {"n": args.synth_n, "walk": args.synth_walk,
-                                        "path_share": args.synth_path_share, "wordings": args.synth_wordings,
-                                        "template_question": args.synth_template_question}}
+                          **({"synth": {"n": args.synth_n, **synth_options(args)}}
                              if args.train_from == "synth" else {}),
                           "simgrag_llama3_70b_hits1": {"2H": 0.887, "3H": 0.786},
                           "peak_rss_mb": round(peak_rss_mb(), 1)})
