@@ -235,16 +235,6 @@ def alignment(sims: Sequence[np.ndarray], rel: TemplateRelations) -> tuple[np.nd
     return (best @ rel.share.T).astype(np.float32), (z @ rel.share.T).astype(np.float32), cover
 
 
-class _Done:
-    """A value standing for a future that is already done."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def result(self) -> Any:
-        return self.value
-
-
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
