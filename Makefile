@@ -26,8 +26,12 @@ servers: install
 demo: servers
 	$(VENV)/bin/isorag demo
 
+# TEST_WORKERS processes (pytest-xdist), each test file on one of them (its module fixtures load once); the files
+# marked `long` first, in the order tests/conftest.py sorts them, so that the workers end together
+TEST_WORKERS ?= 2
+
 test: servers
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # mypy over engine/ and loaders/, with the settings of [tool.mypy] in pyproject.toml (no server needed)
 typecheck: install

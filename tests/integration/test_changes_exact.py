@@ -14,6 +14,8 @@ from engine.changes.ops import AddTriple, MergeEntity, RemoveEntity, RemoveTripl
 from engine.stores.graph import entity_id
 from helpers.kg import kg_names, kg_triples
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 
 def load(eng: Any, tmp_path: Path, lines: list[str]) -> None:
     path = tmp_path / f"{eng.kg}.txt"

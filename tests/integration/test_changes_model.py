@@ -13,6 +13,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -28,6 +29,8 @@ from loaders._model import EntityRecord, TripleRecord
 
 from helpers.kg import unique_kg
 from helpers.living import LivingModel
+
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
 
 IRI = "http://x/"
 KEYS = [f"{IRI}k{i}" for i in range(10)]

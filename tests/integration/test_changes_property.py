@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import kg_names, kg_triples, unique_kg
 from helpers.living import LivingModel
+
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
 
 NAMES = ["Ada", "Bob", "Cleo", "Dan", "Eve", "Fay"]
 RELS = ["knows", "likes", "works with", "lives near"]

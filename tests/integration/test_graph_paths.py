@@ -27,6 +27,8 @@ from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import unique_kg
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 NAMES = ["Ada", "Bob", "Cleo", "Dan", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lou"]
 RELS = ["knows", "likes", "works with", "married to", "lives near"]
 #: (seed, entities, triples): a sparse KG, a dense one with a hub, a tiny one full of self-loops and parallels

@@ -25,6 +25,8 @@ from engine.integrations.langchain import IsoragRetriever
 from helpers import ROOT
 from helpers.kg import unique_kg
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 DEMO = ROOT / "engine" / "data" / "demo"
 #: a demo question in plain text (no brackets) with four answers: enough subgraphs for k = 3
 QUERY = "who acted in the movies directed by Peter Hastings"

@@ -18,6 +18,8 @@ from engine._errors import MalformedInputError, StoreUnavailableError
 from helpers import ROOT
 from helpers.loads import check_stats, expected_counts, write_hrt
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 
 def test_load_counts_and_idempotence(engine: Any, tmp_path: Path) -> None:
     path = tmp_path / "kb.txt"

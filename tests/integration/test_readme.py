@@ -29,6 +29,8 @@ from helpers import ROOT
 from helpers.kg import unique_kg
 from helpers.readme import claim_regex, doc_files, instrument_python, readme_blocks, readme_commands
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 DEMO_KB = ROOT / "engine" / "data" / "demo" / "kb.txt"
 
 

@@ -24,6 +24,8 @@ from loaders.bulk import BulkLoader, LoadSummary
 
 from helpers.kg import unique_kg
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: the writer: change set i replaces (Topic, has_value, V<i-1>) by (Topic, has_value, V<i>), then records i

@@ -30,6 +30,8 @@ from engine.servers.milvus import DEFAULT_ROOT_PASSWORD, LISTENERS, LocalMilvus,
 
 from helpers import ROOT
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 

@@ -20,6 +20,8 @@ from engine.stores.graph import entity_id, relation_id
 from helpers.kg import kg_triples
 from helpers.loads import write_hrt
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 
 def state(eng: Any) -> dict[str, Any]:
     """A KG as its items keyed by source keys and names (ids differ between KGs): triples, entities (name, types),

@@ -20,6 +20,8 @@ from engine.cli import main
 from helpers import ROOT
 from helpers.loads import check_stats, expected_counts, write_hrt
 
+pytestmark = pytest.mark.long  # minutes of work: `make test` deals this file out first (tests/conftest.py)
+
 
 def _env(neo4j_uri: str, milvus_uri: str, **extra: str) -> dict[str, str]:
     return {**os.environ, "NEO4J_URI": neo4j_uri, "MILVUS_URI": milvus_uri, "HF_HUB_OFFLINE": "1",
