@@ -417,6 +417,10 @@ def run_verify_job(
 
     ``verify_kw`` goes to :meth:`Engine.verify` (``k``, ``threshold``, match settings). ``echo`` receives the
     ``file:line: reason`` of malformed rows (default: stderr).
+
+    Kept whole: one resumable run over one output file: ``records`` (read back, pruned of this shard's failed
+    verdicts, appended to per verdict) and the counters of every phase (rows, malformed, already done, retried,
+    verified, failed) all end in the one summary, and the pool, bar and appender are closed in one try/finally.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")

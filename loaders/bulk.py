@@ -290,6 +290,10 @@ class BulkLoader:
           head leaves the fresh set with this batch, so any later triple of it is MERGEd; duplicates within
           the batch are dropped here. A load killed and run again is a new load: whatever the killed one
           created exists, is reported as existing, and its triples are MERGEd.
+
+        Kept whole: one pass over the batch fills the entity rows, the type links, the relation rows and the
+        triples grouped by head at once, sharing the batch's key -> eid map; split, each part would walk the batch
+        again or take and return all four.
         """
         kg = self.kg
         written = self._written
@@ -395,6 +399,13 @@ class BulkLoader:
 
     def _load_records(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary,
                       total_lines: int | None) -> LoadSummary:
+        """The load's pipeline: the graph stage on a thread of its own hands each written batch to the embedding
+        and vector stage on this thread, through a bounded queue; then the vectors are indexed and checked.
+
+        Kept whole: the two stages share the queue, the stop event, the progress bars and the summary, and the
+        order of their shutdown (a failure on either side must stop the other and be raised here) reads best in
+        one place.
+        """
         from tqdm import tqdm
 
         t_start = time.perf_counter()

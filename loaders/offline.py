@@ -117,7 +117,12 @@ class OfflineLoader:
     # -- parse ---------------------------------------------------------------------------------------
     def _parse(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary, skips: SkipLog,
                strict: bool, total: int | None) -> dict[str, Any]:
-        """Stream the records into the CSV files; returns the counts for the state file."""
+        """Stream the records into the CSV files; returns the counts for the state file.
+
+        Kept whole: one pass over the records writes the raw node and relationship files while it collects the
+        described entities, the relations and the types, which the sorting and the header, record and type files
+        written after it need; split, each part would take and return all of them.
+        """
         from tqdm import tqdm
 
         wd = self.workdir
@@ -285,6 +290,12 @@ class OfflineLoader:
     # -- driver --------------------------------------------------------------------------------------
     def load_file(self, path: str | Path, fmt: str | None = None, *, strict: bool = False,
                   echo: Callable[[str], None] | None = None, **options: Any) -> LoadSummary:
+        """Load ``path`` by the offline importer, resuming where a killed run stopped: parse into CSV files, import
+        them while the entities are embedded, then start the server again and finish its schema.
+
+        Kept whole: the phases (parsing, importing, imported, done) are recorded in one state file and each step
+        reads and moves it; the resume rules read best in one place, in the order the phases run.
+        """
         from loaders import detect_format, open_source
 
         say = echo or (lambda m: print(m, file=sys.stderr, flush=True))

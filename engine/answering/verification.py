@@ -67,6 +67,10 @@ def judge_claim(retriever: Retriever, pattern: Pattern, *, k: int | None = None,
     element relaxed, or the nearest subgraphs), the label, a one-sentence reason and the relaxed element.
     Candidates are searched once (one embedding call, one vector search); the strict and relaxed searches reuse
     them with narrower or wider candidate sets.
+
+    Kept whole: it is the verdict rule, in its order (grounding, strict match, each node relaxed, each relation
+    relaxed, not enough info), returning at the first step that decides; every step reuses the one candidate search
+    ``cands``, the strict sets ``strict_nodes`` and ``strict_rels`` built from it, and the ``timings`` of ``search``.
     """
     from engine.retrieval.matcher import Candidates
 

@@ -133,7 +133,12 @@ def _st_pipeline(src_dir: Path) -> dict[str, Any]:
 
 
 def _build_fp32(src: ModelSource, out: Path) -> dict[str, Any]:
-    """Export + fuse the transformer of ``src`` into ``out`` (model.onnx, tokenizer.json, embedder.json)."""
+    """Export + fuse the transformer of ``src`` into ``out`` (model.onnx, tokenizer.json, embedder.json).
+
+    Kept whole: the export, the tokenizer, ``meta`` and the fusion share ``tok``, ``cfg``, ``names`` and ``raw``,
+    and the order must stay visible: tokenizer.json and embedder.json are written before each candidate is
+    checked (the check loads ``out``), then ``meta`` is updated and written again.
+    """
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 

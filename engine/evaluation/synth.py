@@ -360,6 +360,12 @@ class Synthesizer:
         self.dropped[why] = self.dropped.get(why, 0) + 1
 
     def build_record(self, sample: GTSample, rid: str) -> dict[str, Any] | None:
+        """The record of ``sample`` under id ``rid``, or None when it is dropped (the reason counted in ``dropped``).
+
+        Kept whole: the checks run cheapest first, each dropping the sample under its reason, and the record is
+        written from what they computed (``answers``, ``full``, ``name``, the redundancy search's minimal seeds);
+        split, each check would have to hand all of it back.
+        """
         st = self.settings
         got = self._answers(sample)
         if got is None:

@@ -399,7 +399,12 @@ class Matcher:
     # -- best-first ------------------------------------------------------------------------------------
     def iter_matches(self, pattern: Pattern, cands: Candidates, *, deadline: float | None = None,
                      stats: SearchStats | None = None) -> Iterator[Match]:
-        """Complete matches of a connected pattern in exact (GSD, key) order."""
+        """Complete matches of a connected pattern in exact (GSD, key) order.
+
+        Kept whole: one best-first search, a generator over one ``heap``: the per-step tables (``step_rels``,
+        ``step_node_min``, ``whole``), ``counter``, ``cache`` and ``memo`` are shared by the closures that push and the
+        loop that pops, batches and yields, and the lazy per-type pushes keep the exact order only with both in view.
+        """
         st = self.settings
         stats = stats if stats is not None else SearchStats()
         deadline = deadline if deadline is not None else time.monotonic() + st.deadline_s
@@ -510,6 +515,11 @@ class Matcher:
                 deadline: float, stats: SearchStats,
                 cache: dict[tuple[int, int, int | None, str | None], list[list[Any]]],
                 memo: dict[str, Any]) -> Iterator[_State]:
+        """The children of the states of ``group`` at ``step``: their rows fetched at once, filtered and costed.
+
+        Kept whole: the fetch fills ``cache`` under the key (edge, source, closing entity, type) that the filter
+        loop reads back per state, and both use ``types``, ``dst_c`` and ``capped`` worked out at the top.
+        """
         st = self.settings
         rel_c = cands.relations[step.edge]
         dst_c = None if step.closes else cands.nodes[step.dst]

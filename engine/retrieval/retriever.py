@@ -273,7 +273,11 @@ class Retriever:
         """The candidates of each pattern item: named nodes and known relations from one embedding call and one
         vector search, typed unknowns from their types' entities. With ``path`` on a replica (and ``stash``), a named
         node whose text is an entity's exact name takes that entity's stored vector, put into ``stash`` (cached by
-        the caller once the replica proved fresh)."""
+        the caller once the replica proved fresh).
+
+        Kept whole: the node, relation and type texts are embedded in one ``encode`` call whose rows ``vecs`` each
+        part slices by offset, and the lookup by spelling (``spelled``) runs in Neo4j across those steps until
+        ``named_candidates`` joins it; split, the parts would pass ``vecs``, its offsets, ``typed`` and that future."""
         catalog = self.graph.relation_catalog()
         if not catalog:
             raise PatternError(f"KG {self.graph.kg!r} has no relations: load a KG first")

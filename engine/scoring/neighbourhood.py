@@ -166,6 +166,10 @@ def fetch_neighbourhood(
     Anchors not in the KG are ignored; none left gives an empty neighbourhood. Queries: one for the anchors,
     one per hop (plus one per entity expanded in part, which happens only when an entity alone has more
     triples than the budget left).
+
+    Kept whole: each hop's budget choice reads, and its merge of the results writes, the same per-node lists
+    (``index``, ``degree``, ``mass``, ``incident``, ...), the triple lists, ``seen`` and ``report``; a hop split
+    out would have to pass all of them back and forth.
     """
     if hops < 0:
         raise ValueError("hops must be >= 0")

@@ -264,6 +264,10 @@ def prepare(
 
     With ``cache``: a cache file made for the same KG, relation vocabulary, embedding model, depth, cap and
     questions is read instead; otherwise the set is built and written there.
+
+    Kept whole: the cache check and the four numbered steps share ``meta``, ``resolved``, ``keyed`` and ``nbs``
+    (the labels read each record's neighbourhood by key and the features keep only the ones the labels used), and
+    the cache is written only after step 4, so the order of the build stays visible in one place.
     """
     import torch
     from tqdm import tqdm

@@ -238,7 +238,12 @@ class ScoringService:
     # -- scoring -------------------------------------------------------------------------------------------
     def score(self, question: str, anchors: Sequence[int] | None = None, *, q_emb: np.ndarray | None = None,
               hops: int | None = None, max_edges: int | None = None) -> ScoringResult:
-        """Score the neighbourhood of ``anchors`` (eids; None: linked from ``question``) for ``question``."""
+        """Score the neighbourhood of ``anchors`` (eids; None: linked from ``question``) for ``question``.
+
+        Kept whole: one request's stages (link, fetch, features, score, names) share ``linked``, ``nb`` and
+        ``anchor_rows`` (the anchors' rows read for the walk's masked question are reused for the names), one
+        encode call makes both question vectors, and each stage fills its entry of ``timings``.
+        """
         import torch
 
         from engine.retrieval.results import Entity

@@ -286,7 +286,12 @@ def train_model(
     ``settings.smooth`` epochs and never before ``settings.min_epochs``. Returns ``(model with the best
     weights, history, best epoch, best smoothed dev recall)``. ``on_epoch(entry, model)`` is called after each
     epoch's dev figure (e.g. to keep snapshots). With the same settings, data and seed, on CPU, two runs give
-    the same weights bit for bit, unless the ``max_minutes`` budget (wall clock) ends one earlier."""
+    the same weights bit for bit, unless the ``max_minutes`` budget (wall clock) ends one earlier.
+
+    Kept whole: the epoch loop shares ``opt``, the two seeded generators (the bit-for-bit promise rests on the
+    order of their draws), the ``out_of_time`` flag that ends both loops, and the early-stopping state (``raw``,
+    ``best_state``, ``best_recall``, ``best_epoch``, ``bad``).
+    """
     import torch
     from tqdm import tqdm
 
