@@ -156,3 +156,17 @@ def test_a_new_process_loads_the_file_beside_the_replica(rep: GraphReplica, home
     again, state = name_table_for(graph, vectors, rep, 1, wait=True)
     assert again is not None and again.origin == "file" and vectors.passes == 1
     assert np.array_equal(again.mat, got.mat)
+
+
+def test_the_setting_and_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine._config import DEFAULT_NAME_VECTOR_CACHE_MB, EngineConfig
+    from engine._errors import ConfigError
+
+    assert EngineConfig().name_vector_cache_mb == DEFAULT_NAME_VECTOR_CACHE_MB == 256
+    monkeypatch.setenv("ISORAG_NAME_VECTOR_CACHE_MB", "0")
+    assert EngineConfig.from_env().name_vector_cache_mb == 0
+    monkeypatch.setenv("ISORAG_NAME_VECTOR_CACHE_MB", "-1")
+    with pytest.raises(ConfigError, match="ISORAG_NAME_VECTOR_CACHE_MB"):
+        EngineConfig.from_env()
+    with pytest.raises(ConfigError, match="name_vector_cache_mb"):
+        EngineConfig(name_vector_cache_mb=True)
