@@ -39,8 +39,8 @@ from engine.retrieval.replica import (FLAG_DESCRIPTION, GraphReplica, VersionKey
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NameTableState", "NameVectorTable", "NameTableTooLarge", "forget_name_tables", "name_table_for",
-           "read_name_table"]
+__all__ = ["NameTableState", "NameVectorTable", "NameTableTooLarge", "forget_name_tables", "forgotten",
+           "name_table_for", "read_name_table"]
 
 #: file format of the saved tables (a file of another format is ignored and read again)
 FILE_FORMAT = 1
@@ -207,6 +207,13 @@ class _Slot:
 
 _SLOTS: dict[tuple[str, str, str], _Slot] = {}
 _SLOTS_LOCK = threading.Lock()
+_FORGOTTEN = [0]  # how many times tables were forgotten in this process (what a holder of a table checks)
+
+
+def forgotten() -> int:
+    """A count that moves whenever :func:`forget_name_tables` runs: a caller that keeps a table it was given (to
+    skip the look-up's lock) keeps it only while this count stays."""
+    return _FORGOTTEN[0]
 
 
 def _slot(graph: Any, source: str) -> _Slot:
@@ -299,6 +306,7 @@ def forget_name_tables(graph: Any) -> None:
     """Forget this process's name tables of ``graph``'s KG (their files stay)."""
     where = graph_location(graph)
     with _SLOTS_LOCK:
+        _FORGOTTEN[0] += 1
         slots = [s for k, s in _SLOTS.items() if k[0] == where and k[1] == graph.kg]
     for s in slots:
         with s.lock:

@@ -78,6 +78,8 @@ class Retriever:
         #: the memory guard of the table of those stored vectors kept beside the replica (MB; 0: no table, the
         #: vectors are read from Milvus): see engine.retrieval.name_vectors
         self.name_vector_cache_mb = name_vector_cache_mb
+        #: the last name table found ready, and forgotten() then (a query's look-up then takes no lock)
+        self._name_table: tuple[NameVectorTable, int] | None = None
         self._version_key: VersionKey | None = None  # the KG's version as the last query read it
         self._reader: Any = None  # worker threads: the version is read while a query embeds and searches
         self.text_cache_size = text_cache_size
@@ -229,9 +231,18 @@ class Retriever:
                                                                                NameTableState]:
         """The table of name vectors kept beside ``replica`` when it is ready (a missing one is read in the
         background; ``wait``: and waited for), and its state (:func:`engine.retrieval.name_vectors.name_table_for`)."""
-        from engine.retrieval.name_vectors import name_table_for
+        from engine.retrieval.name_vectors import NameTableState, forgotten, name_table_for
 
-        return name_table_for(self.graph, self.vectors, replica, self.name_vector_cache_mb, wait=wait)
+        held = self._name_table
+        if held is not None and held[1] == forgotten() and held[0].key == replica.key \
+                and held[0].nbytes <= self.name_vector_cache_mb * 2**20:
+            return held[0], NameTableState("ready", mb=held[0].mb)
+        self._name_table = None  # (of another version, forgotten, or over the guard now: never served)
+        gen = forgotten()
+        table, state = name_table_for(self.graph, self.vectors, replica, self.name_vector_cache_mb, wait=wait)
+        if table is not None:
+            self._name_table = (table, gen)
+        return table, state
 
     def name_vectors_of(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
         """text -> the stored vector of the entity whose exact name it is (:meth:`GraphReplica.name_vector_ids`),
