@@ -132,6 +132,8 @@ def main() -> None:
                     help="comma list of graph paths to run the same questions through in one run: replica, "
                          "statement, expand, auto (e.g. replica,statement,expand), and <path>+embed for a path whose "
                          "named nodes are embedded even where they are exact entity names (no stored vectors), "
+                         "<path>+milvus for one whose named nodes' stored vectors are read from Milvus (no table of "
+                         "name vectors), "
                          "<path>@N for the embedder on N threads (replica+embed@1,replica+embed@2); the last line has "
                          "paths: {name: {hits1, p50_ms, p95_ms}} and the ratios of each to expand")
     # a learned smoke run trains on 40 demo questions a hop (1 and 2 hops) on the demo triples around them
@@ -240,6 +242,8 @@ def run_paths(eng: Any, cfg: Any, args: argparse.Namespace, paths: list[str]) ->
                 spec, _, threads = p.partition("@")
                 # "<path>+embed": the named nodes embedded even where they are entities' exact names
                 eng.retriever.name_vectors = not spec.endswith("+embed")
+                # "<path>+milvus": their stored vectors read from Milvus by id, not from the table beside the replica
+                eng.retriever.name_vector_cache_mb = 0 if spec.endswith("+milvus") else cfg.name_vector_cache_mb
                 eng.retriever.embedder = embedder_with(eng, threads)  # "<path>@N": the embedder on N threads
                 t0 = time.perf_counter()
                 res = eng.retrieve(pattern, k=args.k, graph=spec.split("+")[0])
