@@ -124,12 +124,13 @@ def drop_names_of_others(eng: Any, qs: list[dict[str, Any]], variants: dict[str,
     from engine.linking.names import normalize_name
     from engine.linking.search import lookup_names
 
-    texts = sorted({v for vs in variants.values() for v in vs if v is not None})
+    texts = sorted({" ".join(v.split()) for vs in variants.values() for v in vs if v is not None})
     _, by_name, _ = lookup_names(eng.graph, [], texts)
     taken = {t for t, hits in zip(texts, by_name) if hits}
     out = {}
     for kind, vs in variants.items():
-        gone = [v is not None and v in taken and normalize_name(v) != normalize_name(q["topic"])
+        # (as a question writes it: "Boy A" with its last letter dropped is "Boy ", the film "Boy")
+        gone = [v is not None and " ".join(v.split()) in taken and normalize_name(v) != normalize_name(q["topic"])
                 for q, v in zip(qs, vs)]
         out[kind] = sum(gone)
         variants[kind] = [None if g else v for g, v in zip(gone, vs)]
