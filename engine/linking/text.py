@@ -503,15 +503,17 @@ class LinkModel:
         nested, nests = _nesting(cands)
         # a text written all in lower case says nothing by its capitals: a candidate written as a name is
         # (case aside) counts as capitalized when that name is, unless its first word is one the training
-        # questions are made of besides their names ("what" for the film "What?", "movie crazy" in "the movie
-        # crazy heart", "the desperate hours" in "the desperate hours director"): written with the name's
-        # capitals, the question would still write that word in lower case
+        # questions are made of besides their names and the words around it are not how they write around a
+        # name ("what" for the film "What?" in "what are the movies...", "movie crazy" in "the movie crazy heart",
+        # "the desperate hours" in "by the desperate hours director"; but "the battle of britain" in "the movie
+        # the battle of britain were...": "movie X were" is)
         lowered = not any(ch.isupper() for ch in text)
         for i, c in enumerate(cands):
             words = len(c.mention.split())
             capital = c.mention[:1].isupper() or (lowered and c.distance == 0.0
                                                   and (c.matched or c.name)[:1].isupper()
-                                                  and _first_word(c.mention) not in self.words)
+                                                  and (_first_word(c.mention) not in self.words
+                                                       or self.template_rate.get(_context(text, c), 0.0) > 0.0))
             x[i] = (1.0, min(words, MAX_SPAN) / 5.0,
                     math.log1p(len(c.mention)) / 3.0, float(capital),
                     self.template_rate.get(" ".join(w.lower().rstrip(_TRAIL) for w in _WORD.findall(c.mention)), 0.0),
@@ -578,6 +580,18 @@ def _first_word(mention: str) -> str:
     """A mention's first word as :attr:`LinkModel.words` holds the words (lower case, without trailing marks)."""
     m = _WORD.search(mention)
     return m.group(0).lower().rstrip(_TRAIL) if m else ""
+
+
+def _context(text: str, c: Candidate) -> str:
+    """The words around a candidate as :attr:`LinkModel.template_rate` holds the training questions' n-grams, the
+    candidate masked: the word before, the mask and the word after ("movie x were"); at an edge of the text, the
+    two words on the other side ("the movie x", "x are the")."""
+    before = [m.group(0).lower().rstrip(_TRAIL) for m in _WORD.finditer(text[:c.start])][-2:]
+    after = [m.group(0).lower().rstrip(_TRAIL) for m in _WORD.finditer(text[c.end:])][:2]
+    m = MASK.lower()
+    if before and after:
+        return f"{before[-1]} {m} {after[0]}"
+    return " ".join([*before, m, *after])
 
 
 def _topic(c: Candidate, p: float) -> LinkedTopic:

@@ -97,3 +97,18 @@ def test_in_lower_case_a_question_word_is_not_taken_for_a_capitalized_name() -> 
     # with capitals in the text, the mention's own capital counts, as before
     x = model.features([cand("who directed What?", "What?")], "who directed What?")
     assert x[0, cap] == 1.0
+
+
+def test_in_lower_case_the_words_around_a_name_choose_its_article() -> None:
+    rate = {"the": 0.6, "movie": 0.3, "movie x were": 0.03, "the movie x": 0.06, "the x director": 0.02}
+    model = LinkModel(np.zeros(len(FEATURES)), rate)
+    cap = FEATURES.index("capital")
+    battle = "the movies that share directors with the movie the battle of britain were in which genres"
+    x = model.features([cand(battle, "the battle of britain", "The Battle of Britain"),
+                        cand(battle, "battle of britain", "Battle of Britain")], battle)
+    assert list(x[:, cap]) == [1.0, 1.0]  # "movie X were": the article is the name's (both read as names)
+    diary = "who wrote movies that share actors with the movie the diary of a chambermaid"
+    x = model.features([cand(diary, "the diary of a chambermaid", "The Diary of a Chambermaid")], diary)
+    assert x[0, cap] == 1.0  # "the movie X" at the text's end
+    hours = "who directed the desperate hours director"
+    assert model.features([cand(hours, "the desperate hours", "The Desperate Hours")], hours)[0, cap] == 0.0
