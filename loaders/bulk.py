@@ -140,11 +140,32 @@ class _Failed:
         self.exc = exc
 
 
+def _stored(vectors: VectorStore, kind: str, ids: Sequence[int], known: dict[str, set[int]] | None) -> set[int]:
+    """Which of ``ids`` have a vector of ``kind``: those in ``known[kind]`` without asking, the others by
+    :meth:`VectorStore.existing_ids` (whose answers join ``known``)."""
+    if known is None:
+        return vectors.existing_ids(kind, ids)
+    mine = known.setdefault(kind, set())
+    have = {i for i in ids if i in mine}
+    ask = [i for i in ids if i not in mine]
+    if ask:
+        found = vectors.existing_ids(kind, ask)
+        mine.update(found)
+        have |= found
+    return have
+
+
 def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dict[str, Any], summary: LoadSummary,
-                bar: Any, embed_batch_size: int = 64) -> None:
+                bar: Any, embed_batch_size: int = 64, known: dict[str, set[int]] | None = None) -> None:
     """Embed what of a batch has no vector in Milvus yet (entities of ``info["eids"]`` and those ``renamed``, from the
     texts of ``info["names"]``: their name and description, :func:`engine.stores.texts.entity_text`; relation names
-    ``info["rels"]``, type names ``info["types"]``) and write it, each row with the digest of its text."""
+    ``info["rels"]``, type names ``info["types"]``) and write it, each row with the digest of its text.
+
+    ``known``: ``relations`` / ``types`` -> the ids whose vectors the caller's load has written or found stored
+    (updated here; a KG has few). The caller holds the KG's writer lease, so no other process deletes them
+    meanwhile: they are not asked of Milvus again. (Without it, a relation name that recurs in every batch cost a
+    strongly consistent query per batch, which also loaded the relation collection in the middle of the load.)
+    Entities need no such memory: a load sends each entity to this stage once (:meth:`BulkLoader._write_nodes`)."""
     v = vectors
     # entities: those without a vector, plus those whose name a record just (re)set
     t0 = time.perf_counter()
@@ -172,7 +193,7 @@ def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dic
         if not items:
             continue
         ids = [idf(kg, n) for n in items]
-        have = v.existing_ids(kind, ids)
+        have = _stored(v, kind, ids, known)
         miss = [(i, n) for i, n in zip(ids, items) if i not in have]
         if miss:
             t1 = time.perf_counter()
@@ -181,6 +202,8 @@ def embed_batch(vectors: VectorStore, embedder: TextEmbedder, kg: str, info: dic
             t2 = time.perf_counter()
             v.upsert(kind, [i for i, _ in miss], vecs, names=[n for _, n in miss])
             summary.vector_s += time.perf_counter() - t2
+            if known is not None:
+                known.setdefault(kind, set()).update(i for i, _ in miss)
             if kind == "relations":
                 summary.embedded_relations += len(miss)
             else:
@@ -250,6 +273,7 @@ class BulkLoader:
         # Per load (reset by load_records), bounded: see _remember.
         self._written: set[int] = set()  # eids this load has merged (committed): not sent again
         self._fresh: set[int] = set()  # eids this load created and has not yet written triples from
+        self._stored: dict[str, set[int]] = {}  # relations/types whose vectors this load wrote or found (embed_batch)
         self._has_aliases = False  # the KG has keys merged into other entities (engine.changes): resolve them
 
     # -- graph stage -------------------------------------------------------------------------------
@@ -387,7 +411,7 @@ class BulkLoader:
 
     # -- vector stage -------------------------------------------------------------------------------
     def _embed(self, info: dict[str, Any], summary: LoadSummary, bar: Any) -> None:
-        embed_batch(self.vectors, self.embedder, self.kg, info, summary, bar, self.embed_batch_size)
+        embed_batch(self.vectors, self.embedder, self.kg, info, summary, bar, self.embed_batch_size, self._stored)
 
     # -- driver --------------------------------------------------------------------------------------
     def load_records(self, records: Iterable[TripleRecord | EntityRecord], summary: LoadSummary,
@@ -410,6 +434,7 @@ class BulkLoader:
 
         t_start = time.perf_counter()
         self._written, self._fresh = set(), set()  # per load (see _write_nodes)
+        self._stored = {}  # per load (see embed_batch)
         self.graph.ensure_schema()
         self._has_aliases = has_aliases(self.graph)
         self.graph.ensure_identity()  # a KG gets its identity with its first load

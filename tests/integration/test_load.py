@@ -40,6 +40,37 @@ def test_load_counts_and_idempotence(engine: Any, tmp_path: Path) -> None:
     assert {"type": "directed_by", "name": "directed_by", "tail": "Director 3"} in rows
 
 
+def test_a_load_asks_milvus_about_a_relation_once(engine: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """Every batch names the same relations; a load asks Milvus whether a relation has its vector once, not once a
+    batch (it holds the KG's writer lease, so nothing deletes the vectors it wrote meanwhile; asking each batch cost
+    a strongly consistent query a batch and loaded the relation collection in the middle of the load). A relation
+    vector deleted between two loads is embedded again by the next one."""
+    from collections import Counter
+
+    from engine.stores.graph import relation_id
+
+    path = tmp_path / "kb.txt"
+    triples = write_hrt(path)  # 160 triples, 3 relations in each batch of 20
+    asked: list[tuple[str, list[int]]] = []
+    existing_ids = engine.vectors.existing_ids
+
+    def spy(kind: str, ids: Any) -> set[int]:
+        asked.append((kind, list(ids)))
+        return existing_ids(kind, ids)
+
+    monkeypatch.setattr(engine.vectors, "existing_ids", spy)
+    s1 = engine.load(path, progress=False, batch_size=20)
+    per_relation = Counter(i for kind, ids in asked if kind == "relations" for i in ids)
+    assert s1.embedded_relations == 3 and sorted(per_relation.values()) == [1, 1, 1]
+    check_stats(engine, expected_counts(triples))
+    engine.vectors.delete("relations", [relation_id(engine.kg, "directed_by")])
+    asked.clear()
+    s2 = engine.load(path, progress=False, batch_size=20)
+    assert s2.embedded_relations == 1 and s2.relationships_created == 0
+    assert sorted(Counter(i for kind, ids in asked if kind == "relations" for i in ids).values()) == [1, 1, 1]
+    check_stats(engine, expected_counts(triples))
+
+
 def test_created_heads_and_repeated_triples(engine: Any, tmp_path: Path) -> None:
     """Triples of heads created by the load are CREATEd: duplicate lines, a head split over batches, a tail
     that is a head later and a second file adding triples to existing heads still give each triple once."""
