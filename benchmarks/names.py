@@ -1,6 +1,7 @@
 """Names as people write them: Hits@1 with misspelled, re-cased and aliased topic names.
 
     python benchmarks/names.py [--limit N] [--seed 7] [--baseline DIR] [--kg names_metaqa] [--smoke]
+                               [--kinds drop,lower,article] [--learned-only] [--misses FILE]
 
 The topic names of MetaQA dev (the first ``--limit`` questions a hop) are perturbed with a fixed seed, one kind at
 a time: a letter dropped, doubled, replaced by a neighbour on the keyboard, two letters swapped (one typo each, never
@@ -25,6 +26,12 @@ name) is loaded, and each alias is looked up in a pattern: ``alias_resolved`` is
 entity. Last, claims made from the 1-hop questions, written as sentences in several wordings (true; the answer
 swapped for another entity of the same relation; about an entity the KG lacks), are verified from text without an
 LLM (``claims_text_accuracy``) and with their patterns given (``claims_pattern_accuracy``).
+
+``--kinds``: the kinds run (default all); ``--learned-only``: the learned path alone (no gold patterns, claims,
+aliases or baseline: a run of a few kinds takes minutes); ``--misses FILE``: the learned path's misses, exact names
+and each kind, as a JSON list (the question as asked, the perturbed name, the linked topics with their spans and how
+they matched, the pattern chosen, the answers given and the gold ones). A run of a subset of the kinds or of the
+learned path alone writes benchmarks/results/names.partial.json.
 
 ``--smoke``: the bundled demo KG's questions (a few per hop) on a KG of the triples around them; under a minute on a
 fresh machine. The last line is one JSON object (also benchmarks/results/names.json).
@@ -117,12 +124,13 @@ def drop_names_of_others(eng: Any, qs: list[dict[str, Any]], variants: dict[str,
     from engine.linking.names import normalize_name
     from engine.linking.search import lookup_names
 
-    texts = sorted({v for vs in variants.values() for v in vs if v is not None})
+    texts = sorted({" ".join(v.split()) for vs in variants.values() for v in vs if v is not None})
     _, by_name, _ = lookup_names(eng.graph, [], texts)
     taken = {t for t, hits in zip(texts, by_name) if hits}
     out = {}
     for kind, vs in variants.items():
-        gone = [v is not None and v in taken and normalize_name(v) != normalize_name(q["topic"])
+        # (as a question writes it: "Boy A" with its last letter dropped is "Boy ", the film "Boy")
+        gone = [v is not None and " ".join(v.split()) in taken and normalize_name(v) != normalize_name(q["topic"])
                 for q, v in zip(qs, vs)]
         out[kind] = sum(gone)
         variants[kind] = [None if g else v for g, v in zip(gone, vs)]
@@ -204,13 +212,29 @@ def gold_pass(eng: Any, qs: list[dict[str, Any]], names: list[str],
     return hits, times
 
 
-def learned_pass(eng: Any, qs: list[dict[str, Any]], names: list[str],
-                 k: int) -> tuple[list[bool], dict[str, list[float]]]:
+def miss_record(q: dict[str, Any], name: str, kind: str, ans: Any) -> dict[str, Any]:
+    """What the learned path made of a question it missed: the linked topics (span, entity, how), the template
+    chosen (the beam's best pattern), the answers, and the gold pattern's topic and answers."""
+    prop = ans.proposal
+    return {"kind": kind, "hop": q["hop"], "qtype": q.get("qtype"), "question": plain(q["question"], q["topic"], name),
+            "topic": q["topic"], "name": name, "gold": q["pattern"], "answers": q["answers"][:5],
+            "linked": [t.to_dict() for t in prop.linked] if prop is not None else [],
+            "pattern": ans.pattern.to_json() if ans.pattern is not None else None,
+            "probability": ans.pattern_probability, "why": prop.why if prop is not None else None,
+            "got": [a.entity.name for a in ans.answers][:5], "error": ans.error}
+
+
+def learned_pass(eng: Any, qs: list[dict[str, Any]], names: list[str], k: int, kind: str = "exact",
+                 misses: list[dict[str, Any]] | None = None) -> tuple[list[bool], dict[str, list[float]]]:
+    """Hits@1 of the learned path on each question with ``names[i]`` as its topic; each miss is appended to
+    ``misses`` (:func:`miss_record`) when given."""
     hits, times = [], {s: [] for s in LEARNED_STAGES}
     for q, name in zip(qs, names):
         forget(eng, name)
         ans = eng.ask(plain(q["question"], q["topic"], name), k=k, route="learned", raise_errors=False)
         hits.append(top1([a.entity.name for a in ans.answers], q["answers"]))
+        if misses is not None and not hits[-1]:
+            misses.append(miss_record(q, name, kind, ans))
         for s in LEARNED_STAGES:
             times[s].append(ans.timings.get(s, 0.0))
     return hits, times
@@ -405,8 +429,16 @@ def main() -> None:
     ap.add_argument("--questions", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--claims", type=int, default=300, help="claims made (three per 1-hop question)")
     ap.add_argument("--aliases", type=int, default=100, help="films of the alias KG")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="the kinds of perturbation run, comma separated")
+    ap.add_argument("--learned-only", action="store_true",
+                    help="only the learned path (no gold patterns, claims, aliases or p50 baseline)")
+    ap.add_argument("--misses", default=None, help="write the learned path's misses (every kind) to this JSON file")
     # --smoke: the demo KG, a few questions a hop (under a minute)
     args = parse_args(ap, {"limit": 4, "claims": 12, "aliases": 8, "kg": "names_smoke"})
+    kinds_run = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    bad = [k for k in kinds_run if k not in KINDS]
+    if bad:
+        ap.error(f"--kinds: unknown kind(s) {', '.join(bad)} (known: {', '.join(KINDS)})")
     if args.baseline_only:  # the other checkout's engine, not this one's (_common put this checkout first)
         sys.path.insert(0, str(Path(args.baseline_only).resolve()))
         run_baseline(args)
@@ -428,7 +460,7 @@ def main() -> None:
     eng.retrieve(with_topic(qs[0]["pattern"], qs[0]["topic"], qs[0]["topic"]), k=args.k)  # warm-up
     load0 = os.getloadavg()
     rng = random.Random(args.seed)
-    variants = {kind: [perturb(q["topic"], kind, rng) for q in qs] for kind in KINDS}
+    variants = {kind: [perturb(q["topic"], kind, rng) for q in qs] for kind in KINDS}  # all: the same names a run
     others = drop_names_of_others(eng, qs, variants)
     # the learned generator: trained on 80% of the questions (exact names), tested on the rest
     order = list(range(len(qs)))
@@ -438,53 +470,69 @@ def main() -> None:
     train_generator(eng, train, args.seed)
     # the exact names' p50 of another checkout's engine, in rounds alternating with this one's (the machine's load
     # moves: each engine's p50 is the mean over its rounds)
-    base_runs = [baseline_p50(args.baseline, args, qs, kb)] if args.baseline else []
-    exact_gold, exact_times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
-    own_runs = [_round(percentile(exact_times["total"], 50), 2)]
-    for _ in range(args.rounds - 1 if args.baseline else 0):
+    gold = not args.learned_only
+    base_runs = [baseline_p50(args.baseline, args, qs, kb)] if args.baseline and gold else []
+    exact_gold, exact_times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k) if gold else ([], {})
+    own_runs = [_round(percentile(exact_times["total"], 50), 2)] if gold else []
+    for _ in range(args.rounds - 1 if base_runs else 0):
         base_runs.append(baseline_p50(args.baseline, args, qs, kb))
         own_runs.append(_round(percentile(gold_pass(eng, qs, [q["topic"] for q in qs], args.k)[1]["total"], 50), 2))
-    if args.baseline:
+    if base_runs:
         base_runs.append(baseline_p50(args.baseline, args, qs, kb))
     test = [qs[i] for i in test_idx]
-    exact_learned, learned_times = learned_pass(eng, test, [q["topic"] for q in test], args.k)
-    kinds: dict[str, Any] = {"exact": {"gold": by_hop(qs, exact_gold), "learned": by_hop(test, exact_learned),
-                                       "questions": len(qs)}}
-    p50 = {"exact": _round(percentile(exact_times["total"], 50), 2)}
-    stages = {"exact": {s: _round(percentile(v, 50), 2) for s, v in exact_times.items()}}
+    misses: list[dict[str, Any]] | None = [] if args.misses else None
+    exact_learned, learned_times = learned_pass(eng, test, [q["topic"] for q in test], args.k, "exact", misses)
+    kinds: dict[str, Any] = {"exact": {"learned": by_hop(test, exact_learned), "questions": len(qs)}}
+    if gold:
+        kinds["exact"]["gold"] = by_hop(qs, exact_gold)
+    print(f"{'exact':10s} {len(qs):5d} questions  gold {kinds['exact'].get('gold')}"
+          f"  learned {kinds['exact']['learned']}", flush=True)
+    p50 = {"exact": _round(percentile(exact_times["total"], 50), 2)} if gold else {}
+    stages = {"exact": {s: _round(percentile(v, 50), 2) for s, v in exact_times.items()}} if gold else {}
     learned_p50 = {"exact": {s: _round(percentile(v, 50), 2) for s, v in learned_times.items()}}
-    for kind in KINDS:
+    for kind in kinds_run:
         idx = [i for i, v in enumerate(variants[kind]) if v is not None]
         sub = [qs[i] for i in idx]
-        hits, times = gold_pass(eng, sub, [variants[kind][i] or "" for i in idx], args.k)  # type: ignore[misc]
         tidx = [i for i in test_idx if variants[kind][i] is not None]
         lsub = [qs[i] for i in tidx]
-        lhits, ltimes = learned_pass(eng, lsub, [variants[kind][i] or "" for i in tidx], args.k)
-        kinds[kind] = {"gold": by_hop(sub, hits), "learned": by_hop(lsub, lhits), "questions": len(sub),
-                       "names_of_others": others[kind],
-                       "exact_same": {"gold": by_hop(sub, [exact_gold[i] for i in idx]),
-                                      "learned": by_hop(lsub, [exact_learned[test_idx.index(i)] for i in tidx])}}
-        p50[kind] = _round(percentile(times["total"], 50), 2)
-        stages[kind] = {s: _round(percentile(v, 50), 2) for s, v in times.items()}
+        lhits, ltimes = learned_pass(eng, lsub, [variants[kind][i] or "" for i in tidx], args.k, kind, misses)
+        kinds[kind] = {"learned": by_hop(lsub, lhits), "questions": len(sub), "names_of_others": others[kind],
+                       "exact_same": {"learned": by_hop(lsub, [exact_learned[test_idx.index(i)] for i in tidx])}}
         learned_p50[kind] = {s: _round(percentile(v, 50), 2) for s, v in ltimes.items()}
-        print(f"{kind:10s} {len(sub):5d} questions  gold {kinds[kind]['gold']}"
-              f" (exact {kinds[kind]['exact_same']['gold']})"
+        if gold:
+            hits, times = gold_pass(eng, sub, [variants[kind][i] or "" for i in idx], args.k)
+            kinds[kind]["gold"] = by_hop(sub, hits)
+            kinds[kind]["exact_same"]["gold"] = by_hop(sub, [exact_gold[i] for i in idx])
+            p50[kind] = _round(percentile(times["total"], 50), 2)
+            stages[kind] = {s: _round(percentile(v, 50), 2) for s, v in times.items()}
+        print(f"{kind:10s} {len(sub):5d} questions  gold {kinds[kind].get('gold')}"
+              f" (exact {kinds[kind]['exact_same'].get('gold')})"
               f"  learned {kinds[kind]['learned']} (exact {kinds[kind]['exact_same']['learned']})"
               f"  left out as others' names {others[kind]}", flush=True)
-    claims = build_claims([q for i, q in enumerate(qs) if i in set(test_idx)] or qs, kb_lines, args.seed,
-                          args.claims)
-    text_acc, pattern_acc, wrong = claims_accuracy(eng, claims)
-    print(f"claims: {len(claims)}  from text {text_acc}  with patterns {pattern_acc}  errors {wrong}", flush=True)
+    if misses is not None:
+        Path(args.misses).write_text(json.dumps(misses, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"misses: {len(misses)} written to {args.misses}", flush=True)
+    text_acc = pattern_acc = None
+    claims: list[dict[str, Any]] = []
+    wrong: dict[str, int] = {}
+    if gold:
+        claims = build_claims([q for i, q in enumerate(qs) if i in set(test_idx)] or qs, kb_lines, args.seed,
+                              args.claims)
+        text_acc, pattern_acc, wrong = claims_accuracy(eng, claims)
+        print(f"claims: {len(claims)}  from text {text_acc}  with patterns {pattern_acc}  errors {wrong}", flush=True)
     if args.smoke:
         eng.drop()
     eng.close()
-    aliases = alias_share(kb_lines, args.aliases, args.seed, "smoke" if args.smoke else "bench")
-    print(f"aliases: {aliases}", flush=True)
+    aliases: dict[str, Any] = {"resolved": None}
+    if gold:
+        aliases = alias_share(kb_lines, args.aliases, args.seed, "smoke" if args.smoke else "bench")
+        print(f"aliases: {aliases}", flush=True)
     result: dict[str, Any] = {
         "kinds": kinds, "p50_ms": p50, "alias_resolved": aliases["resolved"], "claims_text_accuracy": text_acc,
         "claims_pattern_accuracy": pattern_acc, "claims": len(claims), "claims_errors": wrong,
         "stages_p50_ms": stages, "learned_p50_ms": learned_p50, "aliases": aliases, "limit": args.limit,
-        "seed": args.seed, "loadavg": [round(x, 2) for x in load0],
+        "seed": args.seed, "kinds_run": kinds_run, "learned_only": args.learned_only,
+        "loadavg": [round(x, 2) for x in load0],
     }
     if base_runs:
         base = {s: round(sum(b.get(s) or 0.0 for b in base_runs) / len(base_runs), 2) for s in STAGES}
@@ -496,7 +544,7 @@ def main() -> None:
         print(f"baseline (exact names, gold patterns, mean of the runs before and after): {base}; this engine "
               f"{stages['exact']}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    emit("names", result)
+    emit("names" if gold and len(kinds_run) == len(KINDS) else "names.partial", result)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader, TextEmbedder, VectorIndex
 
 __all__ = ["Candidate", "LinkModel", "LinkedTopic", "MASK", "MAX_SPAN", "MAX_SPANS", "candidates",
-           "exact_candidates", "link_candidates", "local_candidates", "needs_fulltext", "unknown_names",
+           "exact_candidates", "link_candidates", "local_candidates", "needs_fulltext", "unknown_names", "unknown_runs",
            "fit_link_model", "mask", "spans", "unbracket", "word_ngrams"]
 
 #: longest span (in words) looked up as a name
@@ -60,6 +60,12 @@ SPELLING_LINK_MAX = 0.25
 SPELLING_LINK_MIN_CHARS = 4
 #: a span of at least this many letters may be two edits from a name; a shorter one, one
 LONG_SPAN_CHARS = 12
+#: a span that is a capitalized run of the text no name covers (:func:`unknown_runs`: written as a name is, so not
+#: one of the question's words) links by spelling from this many letters ("Pul" for "Paul", "Fll" for "Fall") ...
+RUN_LINK_MIN_CHARS = 3
+#: capitalized runs with at most this many stop words between them are one name ("Me and Yu")
+RUN_GAP = 2
+
 _DIGITS = re.compile(r"\d+")
 #: entities the full-text index returns per query of a text's words
 LINK_FULLTEXT_LIMIT = 64
@@ -177,8 +183,12 @@ def _chunks(text: str) -> list[str]:
 
 
 def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Sequence[int]], found: Sequence[int],
-                     names: Mapping[int, EntityNames]) -> list[Candidate]:
-    """One candidate per span: the entities nearest to it by spelling, when near enough (module docstring)."""
+                     names: Mapping[int, EntityNames],
+                     runs: Sequence[tuple[int, int]] = ()) -> list[Candidate]:
+    """One candidate per span: the entities nearest to it by spelling, when near enough (module docstring).
+    ``runs``: the text's capitalized runs that no name covered (:func:`unknown_runs`); a span inside one is written
+    as a name is, so it may be as short as :data:`RUN_LINK_MIN_CHARS` letters, and a capitalized stop word at its
+    edge is the name's own ("To Tully" for "Tom Tully", "Pul" for "Paul")."""
     ents = [names[e] for e in dict.fromkeys(found) if e in names]
     flat = [(j, a > 0, t) for j, e in enumerate(ents) for a, t in enumerate(e.texts())]
     texts = [s for _, _, s in sp]
@@ -200,14 +210,19 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
             continue
         row = d[i]
         best = float(row.min())
-        if best > 0 and (best > SPELLING_LINK_MAX or len(folded[i].replace(" ", "")) < SPELLING_LINK_MIN_CHARS):
+        in_run = any(ra <= a and b <= rb for ra, rb in runs)
+        least = RUN_LINK_MIN_CHARS if in_run else SPELLING_LINK_MIN_CHARS
+        if best > 0 and (best > SPELLING_LINK_MAX or len(folded[i].replace(" ", "")) < least):
             continue
         at = [k for k in range(len(flat)) if row[k] <= best + 1e-9]
-        if best > 0 and not _near_enough(folded[i], best, [fold_name(flat[k][2]) for k in at]):
+        if best > 0 and not _near_enough(folded[i], best, [fold_name(flat[k][2]) for k in at],
+                                         s if in_run else None):
             continue
         eids = tuple(sorted({ents[flat[k][0]].eid for k in at}))
         # the display name of an entity matched by its name (not an alias) first, then by its alias
-        k0 = min(at, key=lambda k: (flat[k][1], flat[k][2] != s, ents[flat[k][0]].eid))
+        # (then one written with a capital where the span is: "Mther" is the film "Mother", not the tag "mother")
+        k0 = min(at, key=lambda k: (flat[k][1], flat[k][2] != s, flat[k][2][:1].isupper() != s[:1].isupper(),
+                                    ents[flat[k][0]].eid))
         ent = ents[flat[k0][0]]
         how = "normalized" if best == 0.0 else "spelling"
         out.append(Candidate(a, b, s, ent.name or ent.key, eids, SPELLING_SCALE * best, flat[k0][2], how,
@@ -215,23 +230,31 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
     return out
 
 
-def _near_enough(span: str, distance: float, names: Sequence[str]) -> bool:
+def _near_enough(span: str, distance: float, names: Sequence[str], written: str | None = None) -> bool:
     """Whether a span at this spelling distance (> 0) from these names is a near spelling of them: one typo (two
     in a span of :data:`LONG_SPAN_CHARS` letters or more), the same numbers ("movie 7" is not "Movie 43"), and no
-    stop word at its edge that the name lacks ("is vincente minnelli", "a comedy")."""
+    stop word at its edge that the name lacks ("is vincente minnelli", "a comedy"); ``written``: the span as the
+    text writes it, when it is a capitalized run no name covered (a capitalized stop word at its edge is then the
+    name's: :func:`_same_edges`)."""
     edits = round(distance * max([len(span), *(len(n) for n in names)]))
     if edits > (2 if len(span) >= LONG_SPAN_CHARS else 1):
         return False
     digits = _DIGITS.findall(span)
     if not any(_DIGITS.findall(n) == digits for n in names):
         return False
-    return _same_edges(span, names)
+    return _same_edges(span, names, written)
 
 
-def _same_edges(span: str, names: Sequence[str]) -> bool:
+def _same_edges(span: str, names: Sequence[str], written: str | None = None) -> bool:
     """Whether a span whose first or last word is a stop word ("the", "is", "of"...) has that word where a name it
-    matched has it: a span is not a near spelling of a name by a word around it."""
+    matched has it: a span is not a near spelling of a name by a word around it. Given ``written`` (the span as
+    written, a capitalized run of the text that no name covered), an edge stop word written with a capital is the
+    name's ("To Tully" for "Tom Tully": "To" is the misspelled "Tom", not the question's "to")."""
     words = span.split()
+    if written is not None and words:
+        caps = [w[:1].isupper() for w in _WORD.findall(written)]
+        if caps and len(caps) == len(words) and caps[0] and caps[-1]:
+            return True
     if not words or (words[0] not in LUCENE_STOPWORDS and words[-1] not in LUCENE_STOPWORDS):
         return True
     for n in names:
@@ -276,10 +299,69 @@ def link_candidates(texts: Sequence[str], graph: GraphReader, *, batch: int = 25
         found: list[list[int]] = [[] for _ in part]
         for j, hits in zip(owner, by_query):
             found[j].extend(hits)
-        for j, sp in enumerate(per_text):
-            mine = found[j] + [e for _, _, s in sp for e in exact.get(s, ())]
-            out.append(_span_candidates(sp, exact, mine, names))
+        here = [_span_candidates(sp, exact, found[j] + [e for _, _, s in sp for e in exact.get(s, ())], names)
+                for j, sp in enumerate(per_text)]
+        _runs_again(part, per_text, here, graph, exact, found, names)
+        out.extend(here)
     return out
+
+
+def _runs_again(texts: Sequence[str], per_text: Sequence[Sequence[tuple[int, int, str]]],
+                cands: list[list[Candidate]], graph: GraphReader, exact: Mapping[str, Sequence[int]],
+                found: Sequence[Sequence[int]], names: dict[int, EntityNames]) -> None:
+    """The texts whose capitalized runs no candidate covers (:func:`unknown_runs`) looked up again, each run
+    alone in the full-text index: a text's query of all its words ranks the question's own words' near spellings
+    ("have" ~ "Cave", "share" ~ "Shame") above a misspelled name's ("Mther" ~ "Mother"), which then falls out of
+    the first hits. Their candidates, in place, are made anew with the runs' entities and the runs' rules
+    (:func:`_span_candidates`). One more read, for these texts only: a text that names its entities as the KG
+    writes them has no such run."""
+    todo = [(j, unknown_runs(t, cands[j])) for j, t in enumerate(texts)]
+    todo = [(j, runs) for j, runs in todo if runs]
+    if not todo:
+        return
+    queries = [texts[j][a:b] for j, runs in todo for a, b in runs]
+    owner = [j for j, runs in todo for _ in runs]
+    by_query, _, more = lookup_names(graph, queries, [], limit=LINK_FULLTEXT_LIMIT)
+    names.update((e, n) for e, n in more.items() if e not in names)
+    extra: dict[int, list[int]] = {}
+    for j, hits in zip(owner, by_query):
+        extra.setdefault(j, []).extend(hits)
+    for j, runs in todo:
+        sp = per_text[j]
+        mine = list(found[j]) + [e for _, _, s in sp for e in exact.get(s, ())] + extra.get(j, [])
+        cands[j] = _span_candidates(sp, exact, mine, names, runs)
+
+
+def _run_groups(text: str, cands: Sequence[Candidate]) -> list[tuple[int, int, bool, bool]]:
+    """The runs of capitalized words in ``text`` (a sentence's first word alone aside), those with at most
+    :data:`RUN_GAP` stop words between them taken as one ("Me and Yu", "Evil of Frankenstein"): ``(start, end,
+    whether a run of it lies in no one candidate whole, whether the group does)``."""
+    runs = []
+    for m in _CAPITAL_RUN.finditer(text):
+        a, b = m.start(), m.end()
+        while b > a and text[b - 1] in _TRAIL:
+            b -= 1
+        if b <= a or (a == 0 and " " not in text[a:b]):
+            continue
+        runs.append((a, b, not any(c.start <= a and b <= c.end for c in cands)))
+    out: list[tuple[int, int, bool, bool]] = []
+    group: list[tuple[int, int, bool]] = []
+    for k, r in enumerate(runs + [(len(text), len(text), False)]):
+        between = text[group[-1][1]:r[0]].split() if group else []
+        if group and (k == len(runs) or len(between) > RUN_GAP
+                      or any(w.lower() not in LUCENE_STOPWORDS for w in between)):
+            ga, gb = group[0][0], group[-1][1]
+            out.append((ga, gb, any(u for _, _, u in group), not any(c.start <= ga and gb <= c.end for c in cands)))
+            group = []
+        group.append(r)
+    return out
+
+
+def unknown_runs(text: str, cands: Sequence[Candidate]) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of the runs of capitalized words in ``text`` (a sentence's first word alone aside) that
+    lie in no one candidate whole: where a name is written that no candidate found. Runs with at most
+    :data:`RUN_GAP` stop words between them are one ("Me and Yu"), returned when one of them is unknown."""
+    return [(a, b) for a, b, unknown, _ in _run_groups(text, cands) if unknown]
 
 
 def local_candidates(text: str, local: LocalNames) -> list[Candidate]:
@@ -302,6 +384,11 @@ def needs_fulltext(text: str, cands: Sequence[Candidate], known_words: Container
     King", each beside a name that covers its other words)."""
     if not cands or not any(ch.isupper() for ch in text):
         return True
+    # capitalized runs joined by stop words that no one candidate covers ("Evil of Frankenstein" beside the films
+    # "Evil" and "Frankenstein": the film "The Evil of Frankenstein" is found by the index, not in process)
+    if any(a < b and whole and " " in text[a:b] and any(w.lower() in LUCENE_STOPWORDS for w in text[a:b].split())
+           for a, b, _, whole in _run_groups(text, cands)):
+        return True
     for m in _NAME_RUN.finditer(text):
         a, b = m.start(), m.end()
         while b > a and text[b - 1] in _TRAIL:
@@ -311,10 +398,13 @@ def needs_fulltext(text: str, cands: Sequence[Candidate], known_words: Container
         if not any(c.start <= a and b <= c.end for c in cands):
             return True
     if known_words is not None:
+        # (a candidate written in lower case in a text with capitals does not cover a word: "Sword of the east"
+        # for "Sword of the Beast" has "the east", the film "The East", around the misspelled word)
+        named = [c for c in cands if c.mention[:1].isupper() or not c.mention[:1].isalpha()]
         for m in _WORD.finditer(text):
             word = m.group(0).lower().rstrip(_TRAIL)
             if word and word not in known_words \
-                    and not any(c.start <= m.start() and m.end() <= c.end for c in cands):
+                    and not any(c.start <= m.start() and m.end() <= c.end for c in named):
                 return True
     return False
 
@@ -353,6 +443,8 @@ def candidates(text: str, graph: GraphReader, *, vectors: VectorIndex | None = N
     return out
 
 
+#: a run of capitalized words in a text
+_CAPITAL_RUN = re.compile(r"\b[A-Z][\w'’.&-]*(?:\s+[A-Z][\w'’.&-]*)*")
 #: a run of capitalized words (or a number) in a text: what names look like when written in a sentence
 _NAME_RUN = re.compile(r"(?:\b[A-Z][\w'’.&-]*(?:\s+[A-Z][\w'’.&-]*)*|\b\d[\d.,]*\b)")
 
@@ -410,12 +502,18 @@ class LinkModel:
         x = np.zeros((len(cands), len(FEATURES)), dtype=np.float64)
         nested, nests = _nesting(cands)
         # a text written all in lower case says nothing by its capitals: a candidate written as a name is
-        # (case aside) counts as capitalized when that name is
+        # (case aside) counts as capitalized when that name is, unless its first word is one the training
+        # questions are made of besides their names and the words around it are not how they write around a
+        # name ("what" for the film "What?" in "what are the movies...", "movie crazy" in "the movie crazy heart",
+        # "the desperate hours" in "by the desperate hours director"; but "the battle of britain" in "the movie
+        # the battle of britain were...": "movie X were" is)
         lowered = not any(ch.isupper() for ch in text)
         for i, c in enumerate(cands):
             words = len(c.mention.split())
             capital = c.mention[:1].isupper() or (lowered and c.distance == 0.0
-                                                  and (c.matched or c.name)[:1].isupper())
+                                                  and (c.matched or c.name)[:1].isupper()
+                                                  and (_first_word(c.mention) not in self.words
+                                                       or self.template_rate.get(_context(text, c), 0.0) > 0.0))
             x[i] = (1.0, min(words, MAX_SPAN) / 5.0,
                     math.log1p(len(c.mention)) / 3.0, float(capital),
                     self.template_rate.get(" ".join(w.lower().rstrip(_TRAIL) for w in _WORD.findall(c.mention)), 0.0),
@@ -476,6 +574,24 @@ class LinkModel:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LinkModel:
         return cls(obj["weights"], obj["template_rate"], int(obj.get("max_topics", 1)))
+
+
+def _first_word(mention: str) -> str:
+    """A mention's first word as :attr:`LinkModel.words` holds the words (lower case, without trailing marks)."""
+    m = _WORD.search(mention)
+    return m.group(0).lower().rstrip(_TRAIL) if m else ""
+
+
+def _context(text: str, c: Candidate) -> str:
+    """The words around a candidate as :attr:`LinkModel.template_rate` holds the training questions' n-grams, the
+    candidate masked: the word before, the mask and the word after ("movie x were"); at an edge of the text, the
+    two words on the other side ("the movie x", "x are the")."""
+    before = [m.group(0).lower().rstrip(_TRAIL) for m in _WORD.finditer(text[:c.start])][-2:]
+    after = [m.group(0).lower().rstrip(_TRAIL) for m in _WORD.finditer(text[c.end:])][:2]
+    m = MASK.lower()
+    if before and after:
+        return f"{before[-1]} {m} {after[0]}"
+    return " ".join([*before, m, *after])
 
 
 def _topic(c: Candidate, p: float) -> LinkedTopic:

@@ -283,3 +283,27 @@ def test_the_linker_reads_names_from_the_replica_where_it_can(names_kg: Any, tex
         assert sorted(key(c) for c in here if c.distance == 0) == sorted(key(c) for c in there if c.distance == 0)
     assert needs_fulltext(text, local_candidates(text, local)) is (text in (
         "who directed heat", "who directed Haet", "who directed Les Dents de la mer", "what did Big Blue make"))
+
+
+@pytest.mark.parametrize("text, mention, name", [
+    ("who directed Jas", "Jas", "Jaws"),  # three letters: linked only as a capitalized run no name covers
+    ("which film did Jo Thomas star in", "Jo Thomas", "Joe Thomas"),
+    ("who directed jas", None, None),  # a three-letter word in lower case is not a name
+])
+def test_a_capitalized_run_no_name_covers_is_looked_up_alone(names_kg: Any, text: str, mention: str | None,
+                                                            name: str | None) -> None:
+    """A run of capitalized words that no candidate covers is asked of the full-text index again, alone, and a span
+    inside it links by spelling from three letters; the same through Neo4j and through the replica."""
+    from engine.linking.local import local_names
+    from engine.linking.text import link_candidates
+
+    names_kg.retrieve(Pattern.from_triples([("Heat", "directed_by", "UNKNOWN 1")]), k=1, graph="replica")
+    rep = names_kg.retriever.replica_now()
+    assert rep is not None
+    for got in (link_candidates([text], names_kg.graph)[0],
+                link_candidates([text], names_kg.graph, local=local_names(rep))[0]):
+        by_mention = {c.mention: c for c in got}
+        if mention is None:
+            assert not any(c.how == "spelling" for c in got), got
+        else:
+            assert by_mention[mention].name == name and by_mention[mention].how == "spelling", got
