@@ -28,6 +28,9 @@ DEFAULT_MAX_QUESTION_CHARS = 2_000
 #: The in-process graph read replica's memory guard, per KG (engine.retrieval.replica): about 40 MB holds a
 #: KG of a million relationships.
 DEFAULT_GRAPH_CACHE_MB = 512
+#: The memory guard of the in-process table of name vectors kept beside the replica (engine.retrieval.name_vectors),
+#: per KG: MetaQA's 43k entities at 384 dimensions take 66 MB.
+DEFAULT_NAME_VECTOR_CACHE_MB = 256
 #: Which path serves a query's graph stage (engine.retrieval.graph_paths).
 GRAPH_PATHS = ("auto", "replica", "statement", "expand")
 
@@ -310,6 +313,9 @@ class EngineConfig:
     #: the memory guard of the in-process graph read replica, in MB per KG (0: no replica; queries then take the
     #: one-statement path)
     graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB
+    #: the memory guard of the table of name vectors kept beside the replica, in MB per KG (0: no table; named
+    #: nodes then read their entities' stored vectors from Milvus, one round trip a query)
+    name_vector_cache_mb: int = DEFAULT_NAME_VECTOR_CACHE_MB
 
     def __post_init__(self) -> None:
         check_kg_name(self.kg)
@@ -325,13 +331,16 @@ class EngineConfig:
         g = self.graph_cache_mb
         if isinstance(g, bool) or not isinstance(g, int) or g < 0:
             raise ConfigError(f"graph_cache_mb must be an int >= 0 (0: no replica), got {g!r}")
+        nv = self.name_vector_cache_mb
+        if isinstance(nv, bool) or not isinstance(nv, int) or nv < 0:
+            raise ConfigError(f"name_vector_cache_mb must be an int >= 0 (0: no table of name vectors), got {nv!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "EngineConfig":
         """From ``ISORAG_KG``, ``NEO4J_*``, ``MILVUS_*``, ``ISORAG_EMBEDDING_MODEL``, ``ISORAG_DEVICE``,
         ``ISORAG_FEWSHOT``, ``ISORAG_SHOTS``, ``ISORAG_VERIFY_THRESHOLD``, ``ISORAG_SCORER``, ``ISORAG_GENERATOR``,
-        ``ISORAG_ROUTE``, ``ISORAG_MAX_QUESTION_CHARS``, ``ISORAG_GRAPH_CACHE_MB`` and ``ISORAG_GRAPH`` (the graph
-        stage's path); keyword
+        ``ISORAG_ROUTE``, ``ISORAG_MAX_QUESTION_CHARS``, ``ISORAG_GRAPH_CACHE_MB``, ``ISORAG_NAME_VECTOR_CACHE_MB`` and
+        ``ISORAG_GRAPH`` (the graph stage's path); keyword
         ``overrides`` win. A bad value is a ConfigError naming its variable."""
         env = os.environ
         kw: dict[str, Any] = {}
@@ -361,6 +370,7 @@ class EngineConfig:
         setting("ISORAG_ROUTE", "route", _check_route)
         setting("ISORAG_MAX_QUESTION_CHARS", "max_question_chars", _int_at_least(1))
         setting("ISORAG_GRAPH_CACHE_MB", "graph_cache_mb", _int_at_least(0))
+        setting("ISORAG_NAME_VECTOR_CACHE_MB", "name_vector_cache_mb", _int_at_least(0))
         if overrides.get("match") is None:
             setting("ISORAG_GRAPH", "match", lambda v: MatchSettings(graph=v.strip()))
         kw.update({k: v for k, v in overrides.items() if v is not None})

@@ -347,7 +347,9 @@ class Engine:
 
                 self.require_kg()
                 self._retriever = Retriever(self.graph, self.vectors, self.embedder, self.config.match,
-                                            graph_cache_mb=self.config.graph_cache_mb, watch=self.graph.watch)
+                                            graph_cache_mb=self.config.graph_cache_mb,
+                                            name_vector_cache_mb=self.config.name_vector_cache_mb,
+                                            watch=self.graph.watch)
             return self._retriever
 
     def retrieve(self, pattern: PatternLike, k: int | None = None, **match: Any) -> RetrievalResult:

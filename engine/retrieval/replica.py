@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 __all__ = ["GraphReplica", "ReplicaExpansions", "ReplicaState", "VersionKey", "drop_replica_files", "forget_replica",
-           "replica_for", "replica_state", "version_key"]
+           "graph_location", "replica_for", "replica_state", "version_file", "version_key"]
 
 #: bytes estimated per entity (id, offsets, name and key text, hash index) and per relationship (both directions),
 #: for the guard that decides before a build whether the replica would fit
@@ -572,15 +572,16 @@ _SLOTS: dict[tuple[str, str], _Slot] = {}
 _SLOTS_LOCK = threading.Lock()
 
 
-def _where(graph: Any) -> str:
+def graph_location(graph: Any) -> str:
     """The Neo4j server and database a graph store reads (a replica belongs to one)."""
     uri = getattr(graph, "uri", "")
     settings = getattr(graph, "settings", None)
     return f"{uri}#{getattr(settings, 'database', None) or ''}"
 
 
+
 def _slot(graph: Any) -> _Slot:
-    k = (_where(graph), graph.kg)
+    k = (graph_location(graph), graph.kg)
     with _SLOTS_LOCK:
         s = _SLOTS.get(k)
         if s is None:
@@ -593,8 +594,15 @@ def replica_dir(kg: str) -> Path:
     return isorag_home() / "replicas" / kg
 
 
+def version_file(graph: Any, key: VersionKey, suffix: str = ".npz") -> Path:
+    """The file of what is kept of ``graph``'s KG at version ``key`` under ``replica_dir``: the replica's
+    (``.npz``) or another table of the same version beside it (its own ``suffix``, e.g. ``.names.npz``). A replica
+    saved for a newer version removes the files of the others."""
+    return replica_dir(key.kg) / f"{key.digest(graph_location(graph))}{suffix}"
+
+
 def _file(graph: Any, key: VersionKey) -> Path:
-    return replica_dir(key.kg) / f"{key.digest(_where(graph))}.npz"
+    return version_file(graph, key)
 
 
 def replica_for(graph: Any, key: VersionKey, limit_mb: int, *, wait: bool = False) -> tuple[GraphReplica | None,
@@ -673,23 +681,29 @@ def _build(graph: Any, slot: _Slot, limit_mb: int) -> None:
 
 
 def _save(graph: Any, rep: GraphReplica) -> None:
-    """Save the replica beside the KG's others and remove those of older versions (best effort)."""
+    """Save the replica beside the KG's others and remove the files of other versions (best effort; the tables of
+    its own version kept beside it stay)."""
     path = _file(graph, rep.key)
     try:
         rep.save(path)
+        mine = path.name[: -len(".npz")] + "."
         for other in path.parent.glob("*.npz"):
-            if other != path:
+            if other != path and not other.name.startswith(mine):
                 other.unlink(missing_ok=True)
     except OSError as e:
         log.info("graph replica not saved to %s: %s", path, e)
 
 
 def forget_replica(graph: Any) -> None:
-    """Forget this process's replica of ``graph``'s KG (its files stay: the next use loads its version's file)."""
+    """Forget this process's replica of ``graph``'s KG and the tables kept beside it (its files stay: the next use
+    loads its version's file)."""
+    from engine.retrieval.name_vectors import forget_name_tables
+
     slot = _slot(graph)
     with slot.lock:
         slot.replica = None
         slot.too_large = slot.failed = None
+    forget_name_tables(graph)
 
 
 def drop_replica_files(graph: Any) -> None:

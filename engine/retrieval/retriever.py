@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine._config import DEFAULT_GRAPH_CACHE_MB, MatchSettings
+from engine._config import DEFAULT_GRAPH_CACHE_MB, DEFAULT_NAME_VECTOR_CACHE_MB, MatchSettings
 from engine._errors import PatternError
 from engine._timing import ms
 from engine.linking.names import NameMatch, normalize_name
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     # (imported where used: the replica's module loads numpy, which importing the package must not)
     from engine.retrieval.graph_paths import EntityReader, GraphPath
+    from engine.retrieval.name_vectors import NameTableState, NameVectorTable
     from engine.retrieval.replica import GraphReplica, VersionKey
 
     from engine._protocols import GraphReader, RelationRow, TextEmbedder, VectorIndex
@@ -61,7 +62,7 @@ class Retriever:
 
     def __init__(self, graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, settings: MatchSettings, *,
                  text_cache_size: int = TEXT_CACHE_SIZE, graph_cache_mb: int = DEFAULT_GRAPH_CACHE_MB,
-                 watch: VersionWatch | None = None) -> None:
+                 name_vector_cache_mb: int = DEFAULT_NAME_VECTOR_CACHE_MB, watch: VersionWatch | None = None) -> None:
         self.graph, self.vectors, self.embedder, self.settings = graph, vectors, embedder, settings
         #: what the caches of the KG below follow (engine.stores.version): the graph store's when it has one
         self.watch = watch or getattr(graph, "watch", None) or VersionWatch(getattr(graph, "version", None))
@@ -74,6 +75,11 @@ class Retriever:
         #: a named node whose text is exactly an entity's name (embedded from that name alone) takes the entity's
         #: stored vector instead of an embedding (needs a fresh replica: see GraphReplica.name_vector_ids)
         self.name_vectors = True
+        #: the memory guard of the table of those stored vectors kept beside the replica (MB; 0: no table, the
+        #: vectors are read from Milvus): see engine.retrieval.name_vectors
+        self.name_vector_cache_mb = name_vector_cache_mb
+        #: the last name table found ready, and forgotten() then (a query's look-up then takes no lock)
+        self._name_table: tuple[NameVectorTable, int] | None = None
         self._version_key: VersionKey | None = None  # the KG's version as the last query read it
         self._reader: Any = None  # worker threads: the version is read while a query embeds and searches
         self.text_cache_size = text_cache_size
@@ -217,12 +223,50 @@ class Retriever:
                 if k_got == k and hits is not None:
                     near[t] = hits
         missing = [t for t in missing if t not in out]
-        ids = replica.name_vector_ids(missing) if missing else {}
-        if not ids:
-            return out, near
-        got = self.vectors.get_vectors("entities", sorted(set(ids.values())))
-        out.update((text, got[eid]) for text, eid in ids.items() if eid in got)
+        if missing:
+            out.update(self.name_vectors_of(missing, replica))
         return out, near
+
+    def name_table(self, replica: GraphReplica, *, wait: bool = False) -> tuple[NameVectorTable | None,
+                                                                               NameTableState]:
+        """The table of name vectors kept beside ``replica`` when it is ready (a missing one is read in the
+        background; ``wait``: and waited for), and its state (:func:`engine.retrieval.name_vectors.name_table_for`)."""
+        from engine.retrieval.name_vectors import NameTableState, forgotten, name_table_for
+
+        held = self._name_table
+        if held is not None and held[1] == forgotten() and held[0].key == replica.key \
+                and held[0].nbytes <= self.name_vector_cache_mb * 2**20:
+            return held[0], NameTableState("ready", mb=held[0].mb)
+        self._name_table = None  # (of another version, forgotten, or over the guard now: never served)
+        gen = forgotten()
+        table, state = name_table_for(self.graph, self.vectors, replica, self.name_vector_cache_mb, wait=wait)
+        if table is not None:
+            self._name_table = (table, gen)
+        return table, state
+
+    def name_vectors_of(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
+        """text -> the stored vector of the entity whose exact name it is (:meth:`GraphReplica.name_vector_ids`),
+        for the texts that are such names: from the replica's name table when it is ready, else (and for any
+        entity it lacks) by one Milvus read. The one way from a text to its entity's stored vector."""
+        ids = replica.name_vector_ids(texts) if texts else {}
+        if not ids:
+            return {}
+        want = sorted(set(ids.values()))
+        table, _ = self.name_table(replica)
+        got = table.vectors(replica, want) if table is not None else {}
+        rest = [eid for eid in want if eid not in got]
+        if rest:
+            got.update(self.vectors.get_vectors("entities", rest))
+        return {text: got[eid] for text, eid in ids.items() if eid in got}
+
+    def replica_info(self, path: GraphPath) -> dict[str, Any]:
+        """What a result's ``stats["replica"]`` says: the replica's state and size (:meth:`GraphPath.info`) and, on
+        a replica, its name table's (``name_vectors``: state, size, vectors held, read time, from where)."""
+        info = path.info()
+        if path.replica is not None and self.name_vectors:
+            table, state = self.name_table(path.replica)
+            info["name_vectors"] = state.info(table)
+        return info
 
     def prefetch_names(self, texts: Sequence[str]) -> None:
         """Start reading, in the background, the stored vectors of those texts that are exact entity names and the
@@ -241,9 +285,7 @@ class Retriever:
         k = self.settings.k_node
 
         def read() -> dict[str, tuple[np.ndarray, int, dict[int, float] | None]]:
-            ids = rep.name_vector_ids(todo)
-            got = self.vectors.get_vectors("entities", sorted(set(ids.values()))) if ids else {}
-            vecs = {text: got[eid] for text, eid in ids.items() if eid in got}
+            vecs = self.name_vectors_of(todo, rep)
             if not vecs:
                 return {}
             import numpy as np
@@ -442,7 +484,7 @@ class Retriever:
         result = self.build_result(pat, matches, cands, stats, entities)
         result.kg_version = version
         result.stats["graph_path"] = served
-        result.stats["replica"] = path.info()
+        result.stats["replica"] = self.replica_info(path)
         timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
         timings["total"] = time.perf_counter() - t_start
         result.timings = {k2: ms(v) for k2, v in timings.items()}

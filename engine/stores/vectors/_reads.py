@@ -247,6 +247,17 @@ class Reads(Indexing):
         for rows in self._scan(kind, [pk], batch, "ids"):
             yield np.fromiter((r[pk] for r in rows), dtype=np.int64, count=len(rows))
 
+    def iter_vectors(self, kind: str, batch: int = QUERY_BATCH) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+        """``(ids, vectors)`` of every stored row of ``kind`` in batches (int64 ids, float32 rows of the
+        collection's dimension: the very floats :meth:`get_vectors` returns); strong consistency, a pk stored twice
+        comes once. Nothing where the collection does not exist."""
+        pk = PK_FIELD[kind]
+        for rows in self._scan(kind, [pk, VECTOR_FIELD], batch, "vectors"):
+            ids = np.fromiter((r[pk] for r in rows), dtype=np.int64, count=len(rows))
+            mat = (np.asarray([r[VECTOR_FIELD] for r in rows], dtype=np.float32) if rows
+                   else np.zeros((0, self.dim), dtype=np.float32))
+            yield ids, mat.reshape(len(rows), self.dim)
+
     def iter_digests(self, kind: str, batch: int = QUERY_BATCH) -> Iterable[tuple[np.ndarray, np.ndarray]]:
         """``(ids, digests)`` of every stored row of ``kind`` in batches: the digest of the text each row was
         embedded from (:func:`engine.stores.texts.text_digest`). Nothing for a collection made before digests
