@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine._errors import StoreError
-from engine.linking.names import NameMatch, SPELLING_SCALE, fulltext_query, how_matched, spelling_distances
+from engine.linking.names import (NameMatch, SPELLING_SCALE, fold_name, fulltext_query, how_matched, same_name,
+                                  spelling_distances)
 from engine.stores.graph import name_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,6 +104,12 @@ def lookup_written(graph: CypherReader, texts: Sequence[str], *, limit: int = FU
     the texts that are no entity's name looked up in the full-text index (a second read, only for those). Returns
     what :func:`lookup_names` returns with ``texts`` as both lists (no full-text hits for a text found exactly).
 
+    A text that the index finds written as an entity's name or alias but for case, width, diacritics, punctuation or
+    a leading article (:func:`engine.linking.names.same_name`: "street mobster", "Amelie", "Matrix") counts as
+    found by name: those entities are its spelling candidates and the index's other hits are dropped, as they are
+    for a name written exactly. (Kept, near spellings of other names entered the match with a spelling distance,
+    where the exact name gives them none, and could win it: "street mobster" matched "The Monster".)
+
     ``exact``: where the names are looked up exactly instead of Neo4j (the graph read replica's
     ``entities_by_name``: rows ``{name, eid, key}`` of every entity with one of these names); an entity found so is
     described by its name and key alone (found by its name, its aliases change nothing of its distance, 0)."""
@@ -122,7 +129,14 @@ def lookup_written(graph: CypherReader, texts: Sequence[str], *, limit: int = FU
     if rest:
         fuzzy, _, more = lookup_names(graph, [texts[i] for i in rest], [], limit=limit)
         for i, hits in zip(rest, fuzzy):
-            by_text[i] = hits
+            same = [e for e in hits if any(same_name(texts[i], t) for t in more[e].texts())]
+            # names folded alike go before those with an article more or less ("outlaw": "Outlaw", not "The Outlaw")
+            folded = [e for e in same if any(fold_name(texts[i]) == fold_name(t) for t in more[e].texts())]
+            same = folded or same
+            if same:
+                by_name[i] = same
+            else:
+                by_text[i] = hits
         names.update((e, n) for e, n in more.items() if e not in names)
     return by_text, by_name, names
 
