@@ -34,8 +34,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine._errors import IsoragError
-from engine.retrieval.replica import (FLAG_DESCRIPTION, GraphReplica, VersionKey, graph_location, version_file,
-                                      version_key)
+from engine.retrieval.replica import (FLAG_DESCRIPTION, GraphReplica, VersionKey, graph_location, keep_beside,
+                                      version_file, version_key)
 
 log = logging.getLogger(__name__)
 
@@ -311,3 +311,6 @@ def forget_name_tables(graph: Any) -> None:
     for s in slots:
         with s.lock:
             s.table, s.too_large, s.failed = None, None, None
+
+
+keep_beside(forget_name_tables)  # forgotten with the replica beside which they are kept

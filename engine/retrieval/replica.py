@@ -34,7 +34,7 @@ import time
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 __all__ = ["GraphReplica", "ReplicaExpansions", "ReplicaState", "VersionKey", "drop_replica_files", "forget_replica",
-           "graph_location", "replica_for", "replica_state", "version_file", "version_key"]
+           "graph_location", "keep_beside", "replica_for", "replica_state", "version_file", "version_key"]
 
 #: bytes estimated per entity (id, offsets, name and key text, hash index) and per relationship (both directions),
 #: for the guard that decides before a build whether the replica would fit
@@ -694,16 +694,26 @@ def _save(graph: Any, rep: GraphReplica) -> None:
         log.info("graph replica not saved to %s: %s", path, e)
 
 
-def forget_replica(graph: Any) -> None:
-    """Forget this process's replica of ``graph``'s KG and the tables kept beside it (its files stay: the next use
-    loads its version's file)."""
-    from engine.retrieval.name_vectors import forget_name_tables
+#: what else this process keeps beside a KG's replica, each forgotten with it (:func:`keep_beside`)
+_BESIDE: list[Callable[[Any], None]] = []
 
+
+def keep_beside(forget: Callable[[Any], None]) -> None:
+    """Register what a module keeps beside the replicas (``forget(graph)`` forgets it for ``graph``'s KG; the table
+    of name vectors, :mod:`engine.retrieval.name_vectors`, registers itself so), for :func:`forget_replica`."""
+    if forget not in _BESIDE:
+        _BESIDE.append(forget)
+
+
+def forget_replica(graph: Any) -> None:
+    """Forget this process's replica of ``graph``'s KG and what is kept beside it (:func:`keep_beside`; the files
+    stay: the next use loads its version's file)."""
     slot = _slot(graph)
     with slot.lock:
         slot.replica = None
         slot.too_large = slot.failed = None
-    forget_name_tables(graph)
+    for forget in list(_BESIDE):
+        forget(graph)
 
 
 def drop_replica_files(graph: Any) -> None:
