@@ -192,8 +192,11 @@ class BatchStatements:
                     continue
                 self.report.removed += 1
                 self.stale.rel_types.add(sanitize_relation(op.relation))
-                for k in (op.head, op.tail):
-                    self._candidate(self.key[k].eid, self.key[k].key)
+                # only an end left with no relationship may leave with its last triple (nothing after this
+                # statement removes one); most keep others, and the sweep need not ask about them
+                for k, bare in ((op.head, r["h_bare"]), (op.tail, r["t_bare"])):
+                    if bare:
+                        self._candidate(self.key[k].eid, self.key[k].key)
         self.add(cypher("changes_remove_triples"), {"rows": rows}, read)
 
     def _no_triple(self, op: RemoveTriple) -> str:
