@@ -19,7 +19,8 @@ Each retrieval starts with its name not yet embedded. ``p50_ms`` is the retrieva
 patterns), ``stages_p50_ms`` its stages, ``learned_p50_ms`` the learned path's. ``--baseline DIR``: the exact names'
 gold retrieval is also run by the engine of another checkout (e.g. today's main: ``git worktree add /tmp/base main``)
 in a child process on the same machine, in ``--rounds`` rounds alternating with this engine's (``baseline_runs``,
-``own_runs_p50_ms``; ``p50_ratio_exact_vs_baseline`` compares their means).
+``own_runs_p50_ms``; ``p50_ratio_exact_vs_baseline`` compares their means), and its Hits@1 on the same questions
+(``baseline_hits1``, beside ``kinds.exact.gold``).
 
 Then a small KG with aliases (Turtle: ``rdfs:label`` and ``skos:altLabel``, aliases that share no word with the
 name) is loaded, and each alias is looked up in a pattern: ``alias_resolved`` is the share that reach their
@@ -410,8 +411,8 @@ def run_baseline(args: argparse.Namespace) -> None:
     qs = data["questions"]
     eng = engine_for(args.kg, Path(data["kb"]), args.k)
     eng.retrieve(with_topic(qs[0]["pattern"], qs[0]["topic"], qs[0]["topic"]), k=args.k)  # warm-up
-    _, times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
-    print(json.dumps({**{s: _round(percentile(v, 50), 2) for s, v in times.items()},
+    hits, times = gold_pass(eng, qs, [q["topic"] for q in qs], args.k)
+    print(json.dumps({**{s: _round(percentile(v, 50), 2) for s, v in times.items()}, "hits1": by_hop(qs, hits),
                       "engine": str(Path(engine.__file__).resolve().parent.parent)}))
     eng.close()
 
@@ -541,6 +542,10 @@ def main() -> None:
         result["own_runs_p50_ms"] = own_runs
         mean_own = sum(x or 0.0 for x in own_runs) / len(own_runs)
         result["p50_ratio_exact_vs_baseline"] = round(mean_own / max(base["total"], 1e-9), 3)
+        # the exact names' gold Hits@1 of the other engine, on the same questions and KG
+        result["baseline_hits1"] = base_runs[0].get("hits1")
+        print(f"exact names, gold patterns, Hits@1: this engine {kinds['exact'].get('gold')}, the other "
+              f"{result['baseline_hits1']}", flush=True)
         print(f"baseline (exact names, gold patterns, mean of the runs before and after): {base}; this engine "
               f"{stages['exact']}", flush=True)
     result["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
