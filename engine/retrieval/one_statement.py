@@ -240,6 +240,10 @@ def _ordered(pattern: Pattern, cands: Candidates, plan: Any, top: list[list[Any]
     out: list[Match] = []
     seen: set[Any] = set()
     for _gsd, eids, rels in top:
+        if any(x is None for x in eids) or any(x is None for r in rels for x in r):
+            # an entity a change set deleted while the statement read it (Neo4j's reads are not snapshots: an
+            # entity leaves with its last triple): the row is of no committed version of the KG
+            continue
         nodes = dict(zip(node_ids, eids))
         edges = {e.index: KGEdge(int(r[0]), r[1], int(r[2])) for e, r in zip(pattern.edges, rels)}
         rd: dict[int, float] = {}
