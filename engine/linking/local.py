@@ -68,9 +68,9 @@ class LocalNames:
         by_name: list[list[int]] = [[] for _ in texts]
         names: dict[int, EntityNames] = {}
         for k, (t, f, lo, hi) in enumerate(zip(texts, folded, los.tolist(), his.tolist())):
-            if not f:
+            if not f or lo == hi:  # (most spans of a question are no name)
                 continue
-            for i in sorted(int(x) for x in idx[lo:hi]):
+            for i in sorted(idx[lo:hi].tolist()):
                 name = src.name(i)
                 if fold_name(name) != f:  # (another name with the same hash)
                     continue

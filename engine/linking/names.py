@@ -25,6 +25,7 @@ one.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -67,8 +68,10 @@ def normalize_name(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def fold_name(text: str) -> str:
-    """``text`` case-folded, without diacritics (NFKD, combining marks dropped) and with punctuation as spaces."""
+    """``text`` case-folded, without diacritics (NFKD, combining marks dropped) and with punctuation as spaces
+    (cached: a question's spans and the names they meet recur across questions)."""
     t = unicodedata.normalize("NFKD", text)
     t = "".join(c for c in t if not unicodedata.combining(c)).casefold()
     return " ".join(_NON_WORD.sub(" ", t).split())

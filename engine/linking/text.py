@@ -192,7 +192,9 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
     ents = [names[e] for e in dict.fromkeys(found) if e in names]
     flat = [(j, a > 0, t) for j, e in enumerate(ents) for a, t in enumerate(e.texts())]
     texts = [s for _, _, s in sp]
-    d = spelling_distances(texts, [t for _, _, t in flat]) if flat and texts else np.zeros((len(texts), 0))
+    # (rows as Python lists: a question's ~50 spans read them element by element)
+    d: list[list[float]] = spelling_distances(texts, [t for _, _, t in flat]).tolist() if flat and texts \
+        else [[] for _ in texts]
     folded = [fold_name(s) for s in texts]
     out: list[Candidate] = []
     for i, (a, b, s) in enumerate(sp):
@@ -209,7 +211,7 @@ def _span_candidates(sp: Sequence[tuple[int, int, str]], exact: Mapping[str, Seq
         if not flat or not folded[i]:
             continue
         row = d[i]
-        best = float(row.min())
+        best = min(row)
         in_run = any(ra <= a and b <= rb for ra, rb in runs)
         least = RUN_LINK_MIN_CHARS if in_run else SPELLING_LINK_MIN_CHARS
         if best > 0 and (best > SPELLING_LINK_MAX or len(folded[i].replace(" ", "")) < least):
