@@ -531,8 +531,7 @@ class Engine:
                 ckpt = load_generator(path, kg=self.kg, embedding_slug=emb.slug, kg_id=self.graph.identity())
                 self._generator = PatternGenerator(ckpt, graph=self.graph, vectors=self.vectors, embedder=emb,
                                                    max_chars=self.config.max_question_chars,
-                                                   encode=self.retriever.encode, replica=self.retriever.replica_now,
-                                                   prefetch=self.retriever.prefetch_names)
+                                                   encode=self.retriever.encode, replica=self.retriever.replica_now)
             return self._generator
 
     def _need_generator(self) -> PatternGenerator:

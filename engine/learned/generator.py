@@ -5,7 +5,7 @@ and one more class, *none* (a question no template answers), conditioned on the 
 masked (``X``)::
 
     h = W_e e(q) + mean_{g in ngrams(q)} E[hash(g)] + mean_{g in shape(q)} S[hash(g)]
-                                                           e(q): the sentence embedding of the masked question
+    e(q) = unit(mean_{w in words(q)} unit(e(w)))           the masked question's words, each embedded alone
     s_r(q) = max(0, max_{w in words(q)} cos(e(w), e(r)))   how well the question's words name relation r
     a_t(q) = mean_{r in t} s_r(q)                          how well they name the relations of template t
     a'_t(q) = mean_{r in t} (s_r(q) - mean_r s) / (std_r s + 0.05)    the same, against the other relations
@@ -38,9 +38,10 @@ through weights fitted on held-out questions so that it is the probability of th
 
 A generator is one ``torch.save`` file of plain data (``weights_only``), checked field by field as it loads
 (:func:`load_generator`: a :class:`~engine._errors.CheckpointError` names the file and the field): ``{"format":
-"isorag-generator/2", "kg", "embedding_slug", "emb_dim", "templates", "relations", "state_dict", "config", "link",
-"threshold", "score", "seed", "info"}``. ``threshold``: the router's, calibrated on held-out training questions
-(:func:`engine.learned.train.calibrate`).
+"isorag-generator/3", "kg", "embedding_slug", "emb_dim", "templates", "relations", "state_dict", "config", "link",
+"threshold", "score", "seed", "info", "kg_id", "vocab", "vocab_vectors"}``. ``threshold``: the router's, calibrated on
+held-out training questions (:func:`engine.learned.train.calibrate`); ``vocab``: the training questions' words and
+word pairs, with their embeddings, so that a question made of them needs no embedding call.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ __all__ = ["FORMAT", "ClassifierForward", "GeneratorCheckpoint", "PatternGenerat
            "TemplateClassifier", "TemplateRelations", "alignment", "cached_encode", "check_text", "content_ngrams",
            "featurize", "load_generator", "relation_words", "save_generator", "shape_ids", "skeleton_index"]
 
-FORMAT = "isorag-generator/2"
+FORMAT = "isorag-generator/3"
 DEFAULT_BEAM = 3
 #: choices of topics a question's pattern is tried with (the linker's best, then other candidates alone)
 READINGS = 3
@@ -86,6 +87,9 @@ HIDDEN = 128
 MAX_TEXT = 100_000
 #: question words and word pairs matched to relation names, at most
 ALIGN_NGRAMS = 48
+#: the training questions' words and word pairs whose vectors a generator file keeps, at most (1.5 KB each at 384
+#: dimensions)
+VOCAB_MAX = 20_000
 #: a question word this close (cosine) to a relation name names a relation (``v``'s count)
 NAMES = 0.45
 #: in training, the share of questions whose hashed n-grams are left out, and (drawn apart) whose sentence
@@ -150,6 +154,41 @@ def relation_words(name: str) -> str:
     if len(parts) > 1 and parts[0] in ("has", "is"):
         parts = parts[1:]
     return " ".join(parts) or name
+
+
+def sentence_words(masked: str, cap: int = ALIGN_NGRAMS) -> list[str]:
+    """The distinct words of a masked question (lower-cased, the mask left out, a possessive ``'s`` one word), in
+    order, at most ``cap``: what ``e(q)`` averages (:func:`sentence_vectors`)."""
+    words = [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's", masked))]
+    return list(dict.fromkeys(w for w in words if w != MASK.lower()))[:cap]
+
+
+def sentence_vectors(masked: Sequence[str], encode: Callable[[Sequence[str]], Any], dim: int, *,
+                     batch: int = 4096, progress: bool = False) -> np.ndarray:
+    """``e(q)`` of the module docstring for each masked question, ``[N, dim]``: the mean of the unit embeddings of
+    its words (:func:`sentence_words`), made a unit vector (zeros for a question of no word but the mask); the
+    distinct words of all the questions embedded once, through ``encode`` (the retriever's cached encode in service,
+    where a question's words are nearly always in its cache: no embedding call)."""
+    words = [sentence_words(m) for m in masked]
+    vocab = list(dict.fromkeys(w for ws in words for w in ws))
+    table = np.zeros((len(vocab), dim), np.float32)
+    if vocab:
+        from tqdm import tqdm
+
+        for i in tqdm(range(0, len(vocab), batch), desc="question words", unit="batch", disable=not progress):
+            table[i:i + batch] = _unit(np.asarray(encode(vocab[i:i + batch]), dtype=np.float32))
+    at = {w: i for i, w in enumerate(vocab)}
+    return mean_units(table, [[at[w] for w in ws] for ws in words], dim)
+
+
+def mean_units(table: np.ndarray, rows: Sequence[Sequence[int]], dim: int) -> np.ndarray:
+    """``[len(rows), dim]``: per list of rows of ``table`` (unit vectors), the unit vector of their mean (zeros for
+    none)."""
+    out = np.zeros((len(rows), dim), np.float32)
+    for b, r in enumerate(rows):
+        if len(r):
+            out[b] = _unit(table[list(r)].mean(0))
+    return out
 
 
 def content_ngrams(masked: str, cap: int = ALIGN_NGRAMS) -> list[str]:
@@ -369,6 +408,10 @@ class GeneratorCheckpoint:
     #: linking confidence, fitted on held-out questions (:func:`engine.learned.train.fit_score`); None: ``p c``
     score: tuple[float, float, float] | None = None
     kg_id: str | None = None  # the identity of the KG it was made for (engine.stores.graph.GraphStore.identity)
+    #: the words and word pairs of the training questions (:func:`question_texts`) and their embeddings ``[n, dim]``
+    #: float32: a question made of them is scored with no embedding call, in the first process that loads the file
+    vocab: list[str] = field(default_factory=list)
+    vocab_vectors: np.ndarray | None = None
 
     def probability(self, template_p: float, link_confidence: float) -> float:
         """A pattern's probability from its template's and its topics' (see ``score``)."""
@@ -396,7 +439,10 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
             "config": dict(ckpt.model.config),
             "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
             "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
-            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id}
+            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id,
+            "vocab": list(ckpt.vocab),
+            "vocab_vectors": torch.as_tensor(ckpt.vocab_vectors if ckpt.vocab_vectors is not None
+                                             else np.zeros((0, ckpt.emb_dim), np.float32), dtype=torch.float32)}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
@@ -544,8 +590,23 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
             raise f.bad("score", "must be three finite numbers or null")
         score = (float(score[0]), float(score[1]), float(score[2]))
     kg_id_ = data.get("kg_id")
+    vocab, vocab_vectors = _check_vocab(f, emb_dim)
     return GeneratorCheckpoint(file_kg, slug, emb_dim, templates, model, link, threshold, seed, dict(info), str(p),
-                               score, kg_id_ if isinstance(kg_id_, str) else None)
+                               score, kg_id_ if isinstance(kg_id_, str) else None, vocab, vocab_vectors)
+
+
+def _check_vocab(f: _Fields, emb_dim: int) -> tuple[list[str], np.ndarray]:
+    import torch
+
+    vocab = f.get("vocab", list, "a list of texts")
+    if not all(isinstance(w, str) for w in vocab) or len(set(vocab)) != len(vocab):
+        raise f.bad("vocab", "must hold distinct texts")
+    vecs = f.get("vocab_vectors", torch.Tensor, "a tensor")
+    if tuple(vecs.shape) != (len(vocab), emb_dim) or not vecs.is_floating_point():
+        raise f.bad("vocab_vectors", f"has shape {tuple(vecs.shape)}, the vocabulary needs {(len(vocab), emb_dim)}")
+    if not bool(torch.isfinite(vecs).all()):
+        raise f.bad("vocab_vectors", "holds values that are not finite")
+    return vocab, vecs.to(torch.float32).numpy()
 
 
 @dataclass
@@ -589,23 +650,21 @@ class PatternGenerator:
 
     def __init__(self, ckpt: GeneratorCheckpoint, *, graph: GraphReader, vectors: VectorIndex,
                  embedder: TextEmbedder, encode: Callable[[Sequence[str]], Any] | None = None,
-                 max_chars: int = MAX_TEXT, replica: Callable[[], Any] | None = None,
-                 prefetch: Callable[[Sequence[str]], None] | None = None) -> None:
+                 max_chars: int = MAX_TEXT, replica: Callable[[], Any] | None = None) -> None:
         """``replica``: gives the KG's graph read replica when one is ready (the retriever's
         :meth:`~engine.retrieval.retriever.Retriever.replica_now`): the question's names are then looked up and its
-        topics' relations read in process, and Neo4j is asked only for a name the replica leaves unknown.
-        ``prefetch``: starts reading the stored vectors of the linked topics' names for the retrieval that follows
-        (the retriever's :meth:`~engine.retrieval.retriever.Retriever.prefetch_names`), while the question is
-        embedded."""
+        topics' relations read in process, and Neo4j is asked only for a name the replica leaves unknown."""
         self.ckpt, self.graph, self.vectors, self.embedder = ckpt, graph, vectors, embedder
         self.replica = replica
-        self.prefetch = prefetch
-        # the retriever's cached encode: the topics' names, embedded with the question in one call, are then
-        # cache hits when the pattern is matched
-        self.encode = encode or cached_encode(embedder.encode)
+        # the retriever's cached encode (the topics' names, embedded with the question's words in one call where no
+        # replica is ready, are then cache hits when the pattern is matched), the training words' vectors first
+        self.encode = known_first(encode or cached_encode(embedder.encode), ckpt.vocab, ckpt.vocab_vectors)
         self.max_chars = max_chars
         self.templates = ckpt.templates
         self._by_topics = np.array([t.topics for t in ckpt.templates])
+        # per template, what each topic slot (T1, T2...) and the answer slot need at their entities
+        self._needs = [([t.slot_relations(f"T{i + 1}") for i in range(t.topics)], t.slot_relations(t.answer_slot()))
+                       for t in ckpt.templates]
         self._names: dict[str, str] | None = None
         self._pool: Any = None  # one worker: the topics' relationships are read while the question is embedded
         self._aligner: RelationAligner | None = None
@@ -670,11 +729,11 @@ class PatternGenerator:
         Returns (reading, template probabilities, which fit, profiles).
 
         One read of all the readings' topics' relations (from the replica where one is ready, else from Neo4j while
-        the first reading is scored). The first reading a template fits is scored first (its texts in one
-        embedding call, the model once); the others, all in one more call, only when it is unsure: the linker's
-        other readings ("what", "star" read as films beside the name the question asks about) cost a question
-        its embedding twice, and a sure first reading keeps its pattern (``detail``: ms of the parts,
-        ``profiles`` the time spent on the read or waiting for it)."""
+        the first reading is scored). The first reading a template fits is scored first (the model once, on words
+        whose vectors the file or the cache holds); the others, all in one more call, only when it is unsure: the
+        linker's other readings ("what", "star" read as films beside the name the question asks about) are then
+        scored too, and a sure first reading keeps its pattern (``detail``: ms of the parts, ``profiles`` the time
+        spent on the read or waiting for it)."""
         topics = [t for r in readings for t in r]
         detail = detail if detail is not None else {}
         t0 = time.perf_counter()
@@ -682,8 +741,6 @@ class PatternGenerator:
         reading: Any = None
         local = self._replica() is not None
         if local:
-            if self.prefetch is not None:
-                self.prefetch([t.name for t in readings[0]])  # (the reading most often chosen)
             fits = self._fits(readings, self._profiles(topics))
         else:
             reading = self._reader().submit(self._profiles, topics)
@@ -782,29 +839,33 @@ class PatternGenerator:
         t0 = time.perf_counter()
         aligner, m = self.aligner()
         grams = [content_ngrams(masked) for masked, _ in items]
+        bags = [sentence_words(masked) for masked, _ in items]
         texts: list[str] = []
-        for (masked, names), g in zip(items, grams):
-            texts += [masked, *names, *g]
-        vecs = np.asarray(self.encode(texts))
+        for (_, names), g, w in zip(items, grams, bags):
+            texts += [*names, *g, *w]
+        vecs = np.asarray(self.encode(texts), dtype=np.float32).reshape(len(texts), self.ckpt.emb_dim)
         t1 = time.perf_counter()
+        units = _unit(vecs)
         rows, sims, at = [], [], 0
-        for (_, names), g in zip(items, grams):
-            rows.append(at)
-            sims.append(aligner.sims_one(vecs[at + 1 + len(names): at + 1 + len(names) + len(g)]))
-            at += 1 + len(names) + len(g)
+        for (_, names), g, w in zip(items, grams, bags):
+            at += len(names)
+            sims.append(aligner.sims_one(vecs[at: at + len(g)]))
+            rows.append(range(at + len(g), at + len(g) + len(w)))
+            at += len(g) + len(w)
+        sentence = mean_units(units, rows, self.ckpt.emb_dim)
         align, contrast, cover = alignment(sims, m)
         words = [ngram_ids(masked) for masked, _ in items]
         shapes = [shape_ids(masked) for masked, _ in items]
         model = self.ckpt.model
         if model.training:  # (a model being trained: its weights move)
             with torch.no_grad():
-                logits = model(torch.as_tensor(vecs[rows], dtype=torch.float32), *featurize(words),
+                logits = model(torch.as_tensor(sentence), *featurize(words),
                                *featurize(shapes), torch.as_tensor(align), torch.as_tensor(contrast),
                                torch.as_tensor(cover)).double().numpy()
         else:
             if self._forward is None or self._forward.model is not model:
                 self._forward = ClassifierForward(model)
-            logits = self._forward(vecs[rows], words, shapes, align, contrast, cover)
+            logits = self._forward(sentence, words, shapes, align, contrast, cover)
         z = np.exp(logits - logits.max(-1, keepdims=True))
         out = list(z / z.sum(-1, keepdims=True))
         if detail is not None:
@@ -817,14 +878,10 @@ class PatternGenerator:
         """Which templates can match: as many topics, and the relationships (type and direction) each topic slot
         (and, for a claim, the answer slot) needs are at its entity."""
         ok = self._by_topics == len(topics)
-        for j, t in enumerate(self.templates):
-            if not ok[j]:
-                continue
-            for i, prof in enumerate(profiles):
-                if not t.slot_relations(f"T{i + 1}") <= prof:
-                    ok[j] = False
-                    break
-            if ok[j] and answer is not None and not t.slot_relations(t.answer_slot()) <= answer:
+        for j in np.flatnonzero(ok).tolist():
+            slots, at_answer = self._needs[j]
+            if not all(need <= prof for need, prof in zip(slots, profiles)) \
+                    or (answer is not None and not at_answer <= answer):
                 ok[j] = False
         return ok
 
@@ -914,6 +971,32 @@ class PatternGenerator:
         beam = [(best[1], best[0])] if best else []
         return Proposal(text, linked, beam, [best[2]] if best else [],
                         {"link": ms(t1 - t0), "generate": ms(t2 - t1)}, [why] if why else [], why, none_p)
+
+
+def known_first(encode: Callable[[Sequence[str]], Any], vocab: Sequence[str], vectors: np.ndarray | None
+                ) -> Callable[[Sequence[str]], Any]:
+    """``encode`` that takes the vectors of the texts in ``vocab`` (rows of ``vectors``) as they are, and embeds
+    only the others (``encode`` itself when there is no vocabulary)."""
+    if not vocab or vectors is None:
+        return encode
+    at = {w: i for i, w in enumerate(vocab)}
+
+    def run(texts: Sequence[str]) -> np.ndarray:
+        miss = [t for t in dict.fromkeys(texts) if t not in at]
+        got = dict(zip(miss, np.asarray(encode(miss), dtype=np.float32))) if miss else {}
+        return np.stack([vectors[at[t]] if t in at else got[t] for t in texts]) if texts \
+            else np.zeros((0, vectors.shape[1]), np.float32)
+
+    return run
+
+
+def question_texts(masked: Sequence[str], cap: int = VOCAB_MAX) -> list[str]:
+    """The texts a question is scored from (:func:`sentence_words`, :func:`content_ngrams`) over these masked
+    questions, the most frequent first, at most ``cap``: the vocabulary a generator file keeps the vectors of."""
+    from collections import Counter
+
+    counts = Counter(t for m in masked for t in dict.fromkeys([*sentence_words(m), *content_ngrams(m)]))
+    return [t for t, _ in counts.most_common(cap)]
 
 
 def cached_encode(encode: Callable[..., Any], size: int = 20_000) -> Callable[[Sequence[str]], Any]:

@@ -49,7 +49,8 @@ import numpy as np
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, RelationAligner, TemplateClassifier,
                                       NAMES, TemplateRelations, alignment, cached_encode, featurize, ngram_ids,
-                                      save_generator, shape_ids, skeleton_index)
+                                      question_texts, relation_words, save_generator, sentence_vectors,
+                                      shape_ids, skeleton_index)
 from engine.linking.text import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
 from engine.learned.templates import PathHit, Template, path_reach, reaching_paths
 from engine.learned.unanswerable import reworded_questions, unanswerable_questions, usable_words
@@ -324,8 +325,7 @@ class _Data:
 def _features(masked: Sequence[str], embedder: TextEmbedder, aligner: RelationAligner, progress: bool) -> _Data:
     import torch
 
-    emb = torch.as_tensor(embedder.encode(list(masked), progress=progress), dtype=torch.float32) if masked \
-        else torch.zeros((0, embedder.dim))
+    emb = torch.as_tensor(sentence_vectors(masked, aligner.encode, embedder.dim, progress=progress))
     return _Data(emb, [ngram_ids(m) for m in masked], [shape_ids(m) for m in masked],
                  aligner.word_sims(masked, progress=progress))
 
@@ -538,8 +538,11 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
                                   epochs=s.epochs, patience=s.patience, s=s, rng=rng, progress=progress,
                                   desc="generator epochs")  # 3.
     # 4. end to end on the held-out questions and unanswerable ones: linking, pattern accuracy, the threshold
+    # (the relations' names too: the alignment embeds them when the generator first scores a question)
+    vocab = list(dict.fromkeys([*(relation_words(r) for r in relations),
+                                *question_texts(masked + negatives + [mask(r.text, r.spans) for r in sp.dev])]))
     ckpt = GeneratorCheckpoint(kg, embedder.slug, int(data.emb.shape[1]), templates, model, link, 1.0, s.seed,
-                               kg_id=kg_id)
+                               kg_id=kg_id, vocab=vocab, vocab_vectors=np.asarray(encode(vocab), dtype=np.float32))
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder, encode=encode)
     n_cal = max(len(dev) // 5, 20 if dev else 0)
     unanswerable = [q for q, _, _ in unanswerable_questions(words, topics, n_cal - n_cal // 2, 1, rng)

@@ -40,8 +40,6 @@ TEXT_CACHE_SIZE = 50_000
 NAME_CHECK_CANDIDATES = 16
 #: closest names reported for a named pattern node that is no entity's name
 UNMATCHED_CLOSEST = 3
-#: stored-vector reads started ahead of a retrieval (prefetch_names) kept at most
-PREFETCH_LIMIT = 1_000
 
 
 __all__ = ["Retriever", "as_pattern", "normalize_name"]
@@ -89,9 +87,6 @@ class Retriever:
         self.text_cache_misses = 0
         self._text_lock = threading.Lock()
         self._pool: Any = None  # reads the names by spelling while the texts are embedded and searched by meaning
-        #: text -> (replica key, the read of its stored vector) started by prefetch_names
-        self._prefetched: dict[str, tuple[VersionKey, Future[dict[str, tuple[np.ndarray, int,
-                                                                            dict[int, float] | None]]]]] = {}
 
     def invalidate(self) -> None:
         """Forget what is cached of the KG: its relation catalog and relation vectors, whether it has types and
@@ -105,7 +100,6 @@ class Retriever:
         with self._text_lock:
             for text in texts:
                 self._text_cache.pop(text, None)
-                self._prefetched.pop(text, None)
 
     def check_version(self, ahead: Future[dict[str, Any]] | None = None) -> int | None:
         """Read the KG's version (one small read; ``ahead``: a read already under way) and drop the caches built on
@@ -204,28 +198,12 @@ class Retriever:
                     cache.popitem(last=False)
         return np.stack([got[t] for t in texts])
 
-    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica, k: int | None = None
-                        ) -> tuple[dict[str, np.ndarray], dict[str, dict[int, float]]]:
-        """The stored vectors of the texts (not in the text cache) that are exact entity names (one Milvus read for
-        them all), instead of embeddings: the load embedded those very texts. Those :meth:`prefetch_names` read (or
-        is reading) from the same replica are taken from there, with their ``k`` nearest entities when it searched
-        them for this ``k``. Returns (text -> vector, text -> nearest entities)."""
+    def _stored_vectors(self, texts: Sequence[str], replica: GraphReplica) -> dict[str, np.ndarray]:
+        """The stored vectors of the texts (not in the text cache) that are exact entity names (from the name table,
+        else one Milvus read for them all), instead of embeddings: the load embedded those very texts."""
         with self._text_lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
-            ahead = {t: self._prefetched.pop(t) for t in missing if t in self._prefetched}
-        out: dict[str, np.ndarray] = {}
-        near: dict[str, dict[int, float]] = {}
-        for t, (key, future) in ahead.items():
-            got_one = future.result() if key == replica.key else {}
-            if t in got_one:
-                vec, k_got, hits = got_one[t]
-                out[t] = vec
-                if k_got == k and hits is not None:
-                    near[t] = hits
-        missing = [t for t in missing if t not in out]
-        if missing:
-            out.update(self.name_vectors_of(missing, replica))
-        return out, near
+        return self.name_vectors_of(missing, replica) if missing else {}
 
     def name_table(self, replica: GraphReplica, *, wait: bool = False) -> tuple[NameVectorTable | None,
                                                                                NameTableState]:
@@ -267,38 +245,6 @@ class Retriever:
             table, state = self.name_table(path.replica)
             info["name_vectors"] = state.info(table)
         return info
-
-    def prefetch_names(self, texts: Sequence[str]) -> None:
-        """Start reading, in the background, the stored vectors of those texts that are exact entity names and the
-        entities nearest to them (the vector search of the candidate stage, ``k_node`` of the engine's settings),
-        from the replica of the version the last query read (:meth:`replica_now`; nothing without one): the next
-        retrieval of a pattern naming them takes both instead of reading them itself, when its replica is the same
-        (a query on another version reads them anew). The learned generator calls it once a question's topics are
-        linked, so that the reads overlap the question's embedding."""
-        rep = self.replica_now() if self.name_vectors else None
-        if rep is None:
-            return
-        with self._text_lock:
-            todo = [t for t in dict.fromkeys(texts) if t not in self._text_cache and t not in self._prefetched]
-        if not todo:
-            return
-        k = self.settings.k_node
-
-        def read() -> dict[str, tuple[np.ndarray, int, dict[int, float] | None]]:
-            vecs = self.name_vectors_of(todo, rep)
-            if not vecs:
-                return {}
-            import numpy as np
-
-            hits = self.nearest_by_meaning(np.stack(list(vecs.values())), k)
-            return {text: (v, k, h) for (text, v), h in zip(vecs.items(), hits)}
-
-        future = self._names_pool().submit(read)
-        with self._text_lock:
-            for t in todo:
-                self._prefetched[t] = (rep.key, future)
-            while len(self._prefetched) > PREFETCH_LIMIT:  # (never taken: a retrieval that did not follow)
-                self._prefetched.pop(next(iter(self._prefetched)))
 
     def _remember(self, vectors: Mapping[str, np.ndarray]) -> None:
         with self._text_lock:
@@ -344,9 +290,8 @@ class Retriever:
                    if node_texts else None)
         t0 = time.perf_counter()
         texts = node_texts + rel_texts + type_texts
-        given, near = (self._stored_vectors(node_texts, path.replica, settings.k_node)
-                       if self.name_vectors and path is not None and path.replica is not None and stash is not None
-                       else ({}, {}))
+        given = (self._stored_vectors(node_texts, path.replica)
+                 if self.name_vectors and path is not None and path.replica is not None and stash is not None else {})
         if stash is not None:
             stash.update(given)
         vecs = self.encode(texts, given=given)
@@ -355,9 +300,7 @@ class Retriever:
         vec_hits: list[dict[int, float]] = []
         # vecs is None only when there are no texts (then no branch below reads it)
         if node_texts and vecs is not None:
-            # (searched ahead, on this replica's version, where prefetch_names read the names)
-            vec_hits = ([near[t] for t in node_texts] if all(t in near for t in node_texts)
-                        else self.nearest_by_meaning(vecs[: len(node_texts)], settings.k_node))
+            vec_hits = self.nearest_by_meaning(vecs[: len(node_texts)], settings.k_node)
         rel_hits: dict[str, dict[str, float]] = {}
         if rel_texts and vecs is not None:
             limit = min(settings.k_rel, len(catalog))

@@ -253,3 +253,37 @@ def test_the_replica_changes_no_proposal(kg: Callable[..., Engine], generator: P
         assert [p.to_json() for p, _ in a.beam] == [p.to_json() for p, _ in b.beam], text
         assert [x for _, x in a.beam] == pytest.approx([x for _, x in b.beam], abs=1e-5), text
         assert a.why == b.why, text
+
+
+def test_a_question_made_of_training_words_is_scored_with_no_embedding(kg: Callable[..., Engine],
+                                                                       generator: Path) -> None:
+    """The generator file keeps its training questions' words and word pairs with their vectors, and the question's
+    own vector ``e(q)`` is the mean of its words' (no sentence embedding): an engine that has just loaded the file
+    scores a question made of those words without calling the embedding model, and embeds only a word it never saw."""
+    eng = kg(generator=str(generator))
+    eng.retrieve([("Heat", "directed_by", "UNKNOWN 1")], graph="replica")  # the version read: linking in process
+    gen = eng.generator
+    assert gen is not None and eng.retriever.replica_now() is not None
+    assert {"who", "directed", "movies", "star"} <= set(gen.ckpt.vocab)
+    assert gen.ckpt.vocab_vectors is not None and gen.ckpt.vocab_vectors.shape == (len(gen.ckpt.vocab),
+                                                                                    eng.embedder.dim)
+    real = eng.retriever.embedder
+    calls: list[list[str]] = []
+
+    class Counting:
+        dim, slug = real.dim, real.slug
+
+        def encode(self, texts: Any, **kw: Any) -> Any:
+            calls.append(list(texts))
+            return real.encode(texts, **kw)
+
+    eng.retriever.embedder = Counting()
+    try:
+        props = [gen.propose(text) for text in ("who directed Collateral", "which movies star Al Pacino")]
+        assert calls == []
+        prop = gen.propose("who directed Collateral quickly")
+        assert calls == [["quickly"]] and prop.pattern is not None
+    finally:
+        eng.retriever.embedder = real
+    assert [p.pattern.triples if p.pattern else None for p in props] == [
+        (("Collateral", "directed_by", "UNKNOWN 1"),), (("UNKNOWN 1", "starred_actors", "Al Pacino"),)]

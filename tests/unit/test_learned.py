@@ -232,3 +232,25 @@ def test_question_files_are_read_by_one_row_reader_for_both_trainers(tmp_path: P
     for read in (read_qa, read_records):
         with pytest.raises(MalformedInputError, match=r"q.jsonl:2.*\"question\" string"):
             read(jl)
+
+
+def test_the_sentence_vector_is_the_mean_of_the_unit_vectors_of_its_words() -> None:
+    """``e(q)`` (engine.learned.generator): the masked question's distinct words, the mask left out, each embedded
+    alone; their unit vectors averaged and made a unit vector again (no sentence embedding: a question made of
+    known words needs no embedding call)."""
+    from engine.learned.generator import sentence_vectors, sentence_words
+
+    assert sentence_words("Who directed X's films? Who") == ["who", "directed", "'s", "films"]
+    vec = {"who": [2.0, 0.0, 0.0], "directed": [0.0, 5.0, 0.0], "'s": [0.0, 0.0, 1.0]}
+    seen: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        seen.append(list(texts))
+        return np.array([vec[t] for t in texts], dtype=np.float32)
+
+    got = sentence_vectors(["who directed X", "X 's who who", "X"], encode, 3)
+    assert seen == [["who", "directed", "'s"]]  # every distinct word of all the questions once
+    assert got.shape == (3, 3) and got.dtype == np.float32
+    assert np.allclose(got[0], np.array([1.0, 1.0, 0.0]) / np.sqrt(2))
+    assert np.allclose(got[1], np.array([1.0, 0.0, 1.0]) / np.sqrt(2))  # each word once
+    assert np.array_equal(got[2], np.zeros(3))  # nothing but the mask

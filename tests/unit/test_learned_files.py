@@ -12,8 +12,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from engine._errors import CheckpointError
-from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, cached_encode, load_generator,
-                                      save_generator, skeleton_index)
+from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, cached_encode, known_first,
+                                      load_generator, question_texts, save_generator, skeleton_index)
 from engine.linking.text import LinkModel
 from engine.learned.templates import Template
 
@@ -24,8 +24,10 @@ def _data(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     torch.manual_seed(0)
     tpls = [Template((("T1", "directed_by", "U1"),)), Template((("U1", "starred_actors", "T1"),))]
     model = TemplateClassifier(8, 2, buckets=64, hidden=4, shape_buckets=32, skeletons=skeleton_index(tpls))
+    vocab = ["who", "directed", "who directed"]
     ckpt = GeneratorCheckpoint("kg_a", "slug", 8, tpls, model,
-                               LinkModel(np.ones(9), {"who": 1.0}), 0.42, 7, score=(1.5, 0.5, -0.2))
+                               LinkModel(np.ones(9), {"who": 1.0}), 0.42, 7, score=(1.5, 0.5, -0.2), vocab=vocab,
+                               vocab_vectors=np.arange(24, dtype=np.float32).reshape(3, 8))
     path = save_generator(ckpt, tmp_path / "gen.pt")
     return path, torch.load(path, weights_only=True)
 
@@ -50,6 +52,9 @@ def test_the_score_map_round_trips_and_makes_probabilities(tmp_path: Path) -> No
     assert back.probability(0.0, 0.8) == 0.0
     back.score = None
     assert back.probability(0.9, 0.8) == pytest.approx(0.72)
+    assert back.vocab == ["who", "directed", "who directed"]
+    assert back.vocab_vectors is not None and back.vocab_vectors.dtype == np.float32
+    assert np.array_equal(back.vocab_vectors, np.arange(24, dtype=np.float32).reshape(3, 8))
 
 
 BREAKS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
@@ -77,6 +82,13 @@ BREAKS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("seed", lambda d: d.pop("seed"), r"field 'seed' is missing"),
     ("score", lambda d: d.update(score=[1.0, "x", 2.0]), r"field 'score' must be three finite numbers"),
     ("info", lambda d: d.update(info=[1]), r"field 'info' must be a mapping"),
+    ("vocab", lambda d: d.pop("vocab"), r"field 'vocab' is missing"),
+    ("vocab", lambda d: d.update(vocab=["who", 3, "x"]), r"field 'vocab' must hold distinct texts"),
+    ("vocab", lambda d: d.update(vocab=["who", "who", "x"]), r"field 'vocab' must hold distinct texts"),
+    ("vocab_vectors", lambda d: d.update(vocab_vectors=d["vocab_vectors"][:2]),
+     r"field 'vocab_vectors' has shape \(2, 8\), the vocabulary needs \(3, 8\)"),
+    ("vocab_vectors", lambda d: d.update(vocab_vectors=[[0.0] * 8] * 3), r"field 'vocab_vectors' must be a tensor"),
+    ("vocab_vectors", lambda d: d["vocab_vectors"].fill_(float("inf")), r"not finite"),
 ]
 
 
@@ -137,3 +149,29 @@ class EncodeCache(RuleBasedStateMachine):
 
 TestEncodeCache = EncodeCache.TestCase
 TestEncodeCache.settings = settings(max_examples=60, stateful_step_count=20, deadline=None)
+
+
+def test_known_texts_are_taken_from_the_vocabulary_and_only_the_others_embedded() -> None:
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return np.full((len(texts), 2), 9.0, dtype=np.float32)
+
+    vocab_vectors = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    run = known_first(encode, ["who", "directed"], vocab_vectors)
+    got = run(["directed", "who", "directed"])
+    assert calls == [] and np.array_equal(got, vocab_vectors[[1, 0, 1]])
+    got = run(["who", "whom", "whom"])
+    assert calls == [["whom"]] and np.array_equal(got, np.array([[1, 0], [9, 9], [9, 9]], dtype=np.float32))
+    assert run([]).shape == (0, 2) and calls == [["whom"]]
+    assert known_first(encode, [], None) is encode
+
+
+def test_the_vocabulary_is_the_training_questions_words_and_pairs_most_frequent_first() -> None:
+    masked = ["who directed X", "who directed X 's sequel", "which film director made X"]
+    texts = question_texts(masked)
+    assert texts[:2] == ["who", "directed"]  # in two questions each
+    assert {"'s", "sequel", "film director", "director made", "which", "made"} <= set(texts)
+    assert "x" not in texts and len(texts) == len(set(texts))
+    assert question_texts(masked, cap=3) == texts[:3]
