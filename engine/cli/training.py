@@ -68,7 +68,8 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
     """Train the KG's pattern generator (plain-text questions -> patterns, no LLM) and write its file."""
     from engine.learned.train import GeneratorSettings, read_records, threshold_line
 
-    settings = GeneratorSettings(epochs=args.epochs, patience=args.patience, seed=args.seed, precision=args.precision)
+    settings = GeneratorSettings(epochs=args.epochs, patience=args.patience, seed=args.seed, precision=args.precision,
+                                 question_vector=args.question_vector)
     records = [r for path in args.qa for r in read_records(path, limit=args.limit)]  # checked before anything starts
     with open_engine(args) as eng:
         res = eng.train_generator(records, out=args.out, settings=settings, progress=not args.quiet)
@@ -77,7 +78,7 @@ def cmd_train_generator(args: argparse.Namespace) -> int:
     else:
         print(f"trained the pattern generator of KG {eng.kg!r} on {res.questions:,} questions ({res.templates} "
               f"templates) in {res.train_s:.1f} s; held out {res.dev_questions:,}: linking {res.linking_acc:.4f}, "
-              f"pattern {res.pattern_acc:.4f}; seed {res.seed}")
+              f"pattern {res.pattern_acc:.4f}; question vector {res.question_vector}; seed {res.seed}")
         print(threshold_line(res.calibration))
         print(f"generator: {res.checkpoint}")
     return done()
@@ -166,6 +167,11 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     s.add_argument("--precision", type=float_type(0, 1, lo_open=True), default=0.99,
                    help="the router keeps a learned pattern whose probability is at least the threshold at which "
                         "held-out patterns are right this often (default 0.99)")
+    s.add_argument("--question-vector", choices=["auto", "words", "sentence"], default="auto",
+                   help="the question's vector: the mean of its words' (no embedding call for a question of known "
+                        "words), its sentence embedding (one call a question; carries a generator trained on "
+                        "`isorag synth` questions to people's wordings), or auto (default): sentence when most "
+                        "questions are synth's, else words")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--json", action="store_true", help="print the training's result as JSON")
     s.set_defaults(func=cmd_train_generator)

@@ -3,6 +3,7 @@ the router's calibration and choices, the generator file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -234,23 +235,49 @@ def test_question_files_are_read_by_one_row_reader_for_both_trainers(tmp_path: P
             read(jl)
 
 
-def test_the_sentence_vector_is_the_mean_of_the_unit_vectors_of_its_words() -> None:
-    """``e(q)`` (engine.learned.generator): the masked question's distinct words, the mask left out, each embedded
-    alone; their unit vectors averaged and made a unit vector again (no sentence embedding: a question made of
-    known words needs no embedding call)."""
-    from engine.learned.generator import sentence_vectors, sentence_words
+def test_the_question_vector_is_its_words_mean_or_its_sentence_embedding() -> None:
+    """``e(q)`` (engine.learned.generator): ``words``, the masked question's distinct words, the mask left out,
+    each embedded alone, their unit vectors averaged and made a unit vector again (a question of known words needs
+    no embedding call); ``sentence``, the masked question's own embedding."""
+    from engine.learned.generator import question_vectors, sentence_words
 
     assert sentence_words("Who directed X's films? Who") == ["who", "directed", "'s", "films"]
-    vec = {"who": [2.0, 0.0, 0.0], "directed": [0.0, 5.0, 0.0], "'s": [0.0, 0.0, 1.0]}
+    vec = {"who": [2.0, 0.0, 0.0], "directed": [0.0, 5.0, 0.0], "'s": [0.0, 0.0, 1.0], "who directed X": [1, 2, 3]}
     seen: list[list[str]] = []
 
     def encode(texts: list[str]) -> np.ndarray:
         seen.append(list(texts))
         return np.array([vec[t] for t in texts], dtype=np.float32)
 
-    got = sentence_vectors(["who directed X", "X 's who who", "X"], encode, 3)
+    got = question_vectors(["who directed X", "X 's who who", "X"], encode, 3, "words")
     assert seen == [["who", "directed", "'s"]]  # every distinct word of all the questions once
     assert got.shape == (3, 3) and got.dtype == np.float32
     assert np.allclose(got[0], np.array([1.0, 1.0, 0.0]) / np.sqrt(2))
     assert np.allclose(got[1], np.array([1.0, 0.0, 1.0]) / np.sqrt(2))  # each word once
     assert np.array_equal(got[2], np.zeros(3))  # nothing but the mask
+    seen.clear()
+    got = question_vectors(["who directed X"], encode, 3, "sentence")
+    assert seen == [["who directed X"]] and np.array_equal(got, np.array([[1, 2, 3]], dtype=np.float32))
+
+
+def test_the_question_vector_follows_where_the_training_questions_come_from(tmp_path: Path) -> None:
+    """``auto``: the sentence embedding when most training questions are ``isorag synth``'s (their rows carry
+    ``seeds``), the words' mean for people's questions; a setting given is kept; anything else is refused."""
+    from engine._errors import ConfigError
+    from engine.learned.train import GeneratorSettings, question_vector_of, read_records
+
+    synth = tmp_path / "synth.jsonl"
+    synth.write_text(json.dumps({"question": "who directed Heat", "questions": ["who directed Heat", "Heat's "
+                                 "director"], "seeds": ["Heat"], "answers": ["Michael Mann"],
+                                 "pattern": {"triples": [["Heat", "directed_by", "UNKNOWN 1"]]}}) + "\n")
+    people = tmp_path / "qa.txt"
+    people.write_text("who directed [Heat]\tMichael Mann\nwho acted in [Heat]\tAl Pacino\n")
+    made, asked = read_records(synth), read_records(people)
+    assert [r.synthetic for r in made] == [True, True] and [r.synthetic for r in asked] == [False, False]
+    auto = GeneratorSettings()
+    assert auto.question_vector == "auto"
+    assert question_vector_of(auto, made) == "sentence" and question_vector_of(auto, asked) == "words"
+    assert question_vector_of(auto, made + asked + asked[:1]) == "words"  # (3 of 5 asked by people)
+    assert question_vector_of(GeneratorSettings(question_vector="words"), made) == "words"
+    with pytest.raises(ConfigError, match="question_vector must be auto, words or sentence"):
+        GeneratorSettings(question_vector="tokens")

@@ -52,7 +52,7 @@ def test_the_score_map_round_trips_and_makes_probabilities(tmp_path: Path) -> No
     assert back.probability(0.0, 0.8) == 0.0
     back.score = None
     assert back.probability(0.9, 0.8) == pytest.approx(0.72)
-    assert back.vocab == ["who", "directed", "who directed"]
+    assert back.vocab == ["who", "directed", "who directed"] and back.question_vector == "words"
     assert back.vocab_vectors is not None and back.vocab_vectors.dtype == np.float32
     assert np.array_equal(back.vocab_vectors, np.arange(24, dtype=np.float32).reshape(3, 8))
 
@@ -82,6 +82,9 @@ BREAKS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("seed", lambda d: d.pop("seed"), r"field 'seed' is missing"),
     ("score", lambda d: d.update(score=[1.0, "x", 2.0]), r"field 'score' must be three finite numbers"),
     ("info", lambda d: d.update(info=[1]), r"field 'info' must be a mapping"),
+    ("question_vector", lambda d: d.pop("question_vector"), r"field 'question_vector' is missing"),
+    ("question_vector", lambda d: d.update(question_vector="tokens"),
+     r"field 'question_vector' must be one of words, sentence, not 'tokens'"),
     ("vocab", lambda d: d.pop("vocab"), r"field 'vocab' is missing"),
     ("vocab", lambda d: d.update(vocab=["who", 3, "x"]), r"field 'vocab' must hold distinct texts"),
     ("vocab", lambda d: d.update(vocab=["who", "who", "x"]), r"field 'vocab' must hold distinct texts"),
