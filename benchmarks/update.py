@@ -13,7 +13,9 @@ cache under ``$ISORAG_HOME/scale``):
    ``changeset_s``, changes per second into each store (graph: operations / the graph stage's seconds; vectors:
    vectors upserted or deleted / the vector stage's seconds);
 3. graph-only changes: a second change set of triples only (``--graph-ops``, default 20,000: half removed, half
-   added), no vector to write: ``graph_ops_per_s`` (operations / wall time of the whole apply);
+   added between entities that keep a triple after the removals), no vector to write but for the entities the
+   removals leave with no triple (they leave the KG): ``graph_ops_per_s`` (operations / wall time of the whole
+   apply);
 4. a sync (``isorag sync FILE --kg ...`` in a child process, whose peak RSS is the client's) from a file that
    differs by 1% from the KG (0.5% of its triples dropped, 0.5% new ones): ``sync_s``, ``client_peak_rss_mb``;
    then a second sync of the same file with ``--dry-run`` must find nothing to change (``resync_changes`` = 0);
@@ -159,7 +161,8 @@ def changeset(eng: Any, name: str, triples: list[tuple[str, str, str]], args: ar
     wall = time.perf_counter() - t0
     out["changeset"] = {"ops": ops, "removed": len(removes), "added": len(adds), "renamed": len(renames),
                         "skipped": rep.skipped, "graph_s": round(rep.graph_s, 2), "vector_s": round(rep.vector_s, 2),
-                        "vectors_written": rep.vectors_upserted + rep.vectors_deleted}
+                        "vectors_written": rep.vectors_upserted + rep.vectors_deleted,
+                        "entities_left": getattr(rep, "orphans_removed", None)}
     out["changeset_s"] = round(wall, 2)
     out["changeset_graph_ops_per_s"] = round(ops / rep.graph_s, 1) if rep.graph_s else None
     out["changeset_vector_ops_per_s"] = (round((rep.vectors_upserted + rep.vectors_deleted) / rep.vector_s, 1)
@@ -172,7 +175,9 @@ def changeset(eng: Any, name: str, triples: list[tuple[str, str, str]], args: ar
 def graph_only(eng: Any, name: str, triples: list[tuple[str, str, str]], removes: list[Any], adds: list[Any],
                args: argparse.Namespace, work: Path, rng: random.Random, out: dict[str, Any]) -> set[Any]:
     """3. graph-only changes: triples only, no vector to write (but for the entities that leave with their last
-    triple); returns the KG's triples after them."""
+    triple); the added triples join entities that keep a triple after the removals, so that no entity is made
+    again (an entity made again is embedded again: not a graph-only change); returns the KG's triples after
+    them."""
     from engine.changes.apply import apply_changes
     from engine.changes.ops import read_changes
 
@@ -181,7 +186,7 @@ def graph_only(eng: Any, name: str, triples: list[tuple[str, str, str]], removes
     cur = [t for t in triples if t not in removed_set] + adds
     m = max(1, args.graph_ops // 2)
     g_removes = rng.sample(cur, m)
-    g_adds = new_triples(triples, current | removed_set | set(g_removes), m, rng)
+    g_adds = new_triples(sorted(current - set(g_removes)), current | removed_set | set(g_removes), m, rng)
     graph_changes = work / f"{name}-graph-changes.jsonl"
     write_changes(graph_changes, g_removes, g_adds, [])
     t0 = time.perf_counter()
@@ -189,7 +194,8 @@ def graph_only(eng: Any, name: str, triples: list[tuple[str, str, str]], removes
                          source=str(graph_changes))
     gwall = time.perf_counter() - t0
     out["graph_only"] = {"ops": 2 * m, "wall_s": round(gwall, 2), "graph_s": round(grep.graph_s, 2),
-                         "skipped": grep.skipped, "vectors_written": grep.vectors_upserted + grep.vectors_deleted}
+                         "skipped": grep.skipped, "vectors_written": grep.vectors_upserted + grep.vectors_deleted,
+                         "entities_left": getattr(grep, "orphans_removed", None)}
     out["graph_ops_per_s"] = round(2 * m / gwall, 1)
     print(f"[{name}] graph-only change set of {2 * m:,} ops in {gwall:.2f} s: {out['graph_ops_per_s']:,} ops/s",
           flush=True)
