@@ -38,9 +38,10 @@ through weights fitted on held-out questions so that it is the probability of th
 
 A generator is one ``torch.save`` file of plain data (``weights_only``), checked field by field as it loads
 (:func:`load_generator`: a :class:`~engine._errors.CheckpointError` names the file and the field): ``{"format":
-"isorag-generator/2", "kg", "embedding_slug", "emb_dim", "templates", "relations", "state_dict", "config", "link",
-"threshold", "score", "seed", "info"}``. ``threshold``: the router's, calibrated on held-out training questions
-(:func:`engine.learned.train.calibrate`).
+"isorag-generator/3", "kg", "embedding_slug", "emb_dim", "templates", "relations", "state_dict", "config", "link",
+"threshold", "score", "seed", "info", "composer"}``. ``threshold``: the router's, calibrated on held-out training
+questions (:func:`engine.learned.train.calibrate`); ``composer``: the path composer's weights
+(:mod:`engine.learned.compose`), or null (a file of format 2 has none and is refused as an older generator).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ from engine._errors import CheckpointError, InputError
 from engine.linking.local import local_names
 from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
+from engine.learned.compose import (Composer, features, graph_neighbours, path_template, reading_words,
+                                    replica_neighbours, topic_paths, verbalize, word_gains)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -74,7 +77,7 @@ __all__ = ["FORMAT", "ClassifierForward", "GeneratorCheckpoint", "PatternGenerat
            "TemplateClassifier", "TemplateRelations", "alignment", "cached_encode", "check_text", "content_ngrams",
            "featurize", "load_generator", "relation_words", "save_generator", "shape_ids", "skeleton_index"]
 
-FORMAT = "isorag-generator/2"
+FORMAT = "isorag-generator/3"
 DEFAULT_BEAM = 3
 #: choices of topics a question's pattern is tried with (the linker's best, then other candidates alone)
 READINGS = 3
@@ -369,6 +372,9 @@ class GeneratorCheckpoint:
     #: linking confidence, fitted on held-out questions (:func:`engine.learned.train.fit_score`); None: ``p c``
     score: tuple[float, float, float] | None = None
     kg_id: str | None = None  # the identity of the KG it was made for (engine.stores.graph.GraphStore.identity)
+    #: ranks the relation paths at a one-topic question's topic, known templates or not
+    #: (:mod:`engine.learned.compose`); None: the classifier's templates alone
+    composer: Composer | None = None
 
     def probability(self, template_p: float, link_confidence: float) -> float:
         """A pattern's probability from its template's and its topics' (see ``score``)."""
@@ -396,7 +402,8 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
             "config": dict(ckpt.model.config),
             "state_dict": {k: v.detach().cpu() for k, v in ckpt.model.state_dict().items()},
             "link": ckpt.link.to_json(), "threshold": float(ckpt.threshold), "seed": int(ckpt.seed),
-            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id}
+            "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id,
+            "composer": ckpt.composer.to_json() if ckpt.composer is not None else None}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
@@ -545,7 +552,21 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
         score = (float(score[0]), float(score[1]), float(score[2]))
     kg_id_ = data.get("kg_id")
     return GeneratorCheckpoint(file_kg, slug, emb_dim, templates, model, link, threshold, seed, dict(info), str(p),
-                               score, kg_id_ if isinstance(kg_id_, str) else None)
+                               score, kg_id_ if isinstance(kg_id_, str) else None, _check_composer(f))
+
+
+def _check_composer(f: _Fields) -> Composer | None:
+    if "composer" not in f.data:
+        raise f.bad("composer", "is missing")
+    raw = f.data["composer"]
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.bad("composer", f"must be a mapping or null, not {type(raw).__name__}")
+    try:
+        return Composer.from_json(raw)
+    except Exception as e:  # any malformed composer is the same error for the user
+        raise f.bad("composer", f"is not a path composer ({type(e).__name__}: {e})") from e
 
 
 @dataclass
@@ -611,6 +632,10 @@ class PatternGenerator:
         self._aligner: RelationAligner | None = None
         self._align_m: TemplateRelations | None = None
         self._forward: ClassifierForward | None = None
+        self._composer_aligner: tuple[RelationAligner, dict[str, int]] | None = None
+        self._known: dict[Template, Template] | None = None
+        self._phrases: dict[tuple[tuple[str, bool], ...], np.ndarray] = {}  # a path -> its phrases' unit vectors
+        self._index: dict[Template, int] = {}
 
     def _reader(self) -> Any:
         if self._pool is None:
@@ -828,6 +853,70 @@ class PatternGenerator:
                 ok[j] = False
         return ok
 
+    def composition(self, text: str, linked: Sequence[LinkedTopic], q: np.ndarray
+                    ) -> tuple[list[Template], np.ndarray, float] | None:
+        """What the composer ranks for a one-topic question (:mod:`engine.learned.compose`): the templates of the
+        relation paths at the topic, their features, and the classifier's mass on the templates that fit (``q``:
+        its probabilities, 0 for those that do not), which the composer's probabilities are scaled to; None for a
+        question of several topics, a topic with no path, or no mass."""
+        mass = float(q.sum())
+        if len(linked) != 1 or mass <= 0:
+            return None
+        topic = linked[0]
+        aligner, col = self._path_aligner()
+        paths = [p for p in self._topic_paths(topic.eids) if all(r in col for r, _ in p)]
+        if not paths:
+            return None
+        masked = mask(text, [(topic.start, topic.end)])
+        orders = reading_words(masked, FUNCTION_WORDS)
+        words = list(dict.fromkeys(w for o in orders for w in o))
+        vecs = np.asarray(self.encode([masked, *words]), dtype=np.float32)
+        sims = aligner.sims_one(vecs[1:]) if words else np.zeros((0, len(col)), np.float32)
+        row = {w: i for i, w in enumerate(words)}
+        readings = [word_gains(sims[[row[w] for w in o]].reshape(len(o), len(col))) for o in orders]
+        if self._known is None:
+            self._known = {t: t for t in self.templates}
+            self._index = {t: j for j, t in enumerate(self.templates)}
+        tpls = [path_template(p, self._known) for p in paths]
+        logp: list[float | None] = []
+        for t in tpls:
+            j = self._index.get(t)
+            logp.append(math.log(max(float(q[j]) / mass, 1e-12)) if j is not None else None)
+        return tpls, features(readings, col, paths, logp, self._phrase_sims(vecs[0], paths)), mass
+
+    def _phrase_sims(self, question: np.ndarray, paths: Sequence[Sequence[tuple[str, bool]]]) -> list[float]:
+        """Per path, the best cosine of the masked question's embedding and the path's phrases (each phrase embedded
+        once: they do not depend on the topic)."""
+        want = [p for p in dict.fromkeys(tuple(p) for p in paths) if p not in self._phrases]
+        if want:
+            texts = [verbalize(p) for p in want]
+            flat = [t for ts in texts for t in ts]
+            vecs = _unit(np.asarray(self.embedder.encode(flat), dtype=np.float32))
+            at = 0
+            for p, ts in zip(want, texts):
+                self._phrases[p] = vecs[at:at + len(ts)]
+                at += len(ts)
+        q = question / max(float(np.linalg.norm(question)), 1e-12)
+        return [float((self._phrases[tuple(p)] @ q).max()) for p in paths]
+
+    def _topic_paths(self, eids: Sequence[int]) -> list[tuple[tuple[str, bool], ...]]:
+        """The relation paths at these entities (from the replica where one is ready, else from Neo4j)."""
+        names = self.relation_names()
+        rep = self._replica()
+        if rep is not None:
+            try:
+                return topic_paths(replica_neighbours(rep, names), eids)
+            except LookupError:  # an entity the replica lacks
+                pass
+        return topic_paths(graph_neighbours(self.graph, names), eids)
+
+    def _path_aligner(self) -> tuple[RelationAligner, dict[str, int]]:
+        """Question words against every relation of the KG (the composer's paths may walk any)."""
+        if self._composer_aligner is None:
+            rels = sorted(set(self.relation_names().values()))
+            self._composer_aligner = (RelationAligner(rels, self.encode), {r: i for i, r in enumerate(rels)})
+        return self._composer_aligner
+
     def propose(self, text: str, *, beam: int = DEFAULT_BEAM) -> Proposal:
         """The beam of patterns for a question (empty, with :attr:`Proposal.why`, when no template fits)."""
         check_text(text, self.max_chars)
@@ -860,13 +949,20 @@ class PatternGenerator:
             else:
                 q = np.where(ok, p[:-1], 0.0)  # the mass on templates that do not fit is not handed on
                 conf = float(np.prod([t.confidence for t in linked]))
-                for j in np.argsort(-q, kind="stable")[:beam]:
-                    if q[j] <= 0:
+                composer = self.ckpt.composer
+                composed = self.composition(text, linked, q) if composer is not None else None
+                if composer is not None and composed is not None:
+                    tpls, feats, mass = composed
+                    probs = composer.probabilities(feats) * mass
+                    ranked = [(tpls[j], float(probs[j])) for j in np.argsort(-probs, kind="stable")[:beam]]
+                else:
+                    ranked = [(self.templates[j], float(q[j])) for j in np.argsort(-q, kind="stable")[:beam]]
+                for tpl, tp in ranked:
+                    if tp <= 0:
                         break
-                    out.append((self.templates[j].fill([t.name for t in linked]),
-                                self.ckpt.probability(float(q[j]), conf)))
-                    used.append(self.templates[j])
-                    raw.append(float(q[j]))
+                    out.append((tpl.fill([t.name for t in linked]), self.ckpt.probability(tp, conf)))
+                    used.append(tpl)
+                    raw.append(tp)
         if why:
             warnings.append(why)
         t2 = time.perf_counter()

@@ -51,6 +51,7 @@ from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, Rel
                                       NAMES, TemplateRelations, alignment, cached_encode, featurize, ngram_ids,
                                       save_generator, shape_ids, skeleton_index)
 from engine.linking.text import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
+from engine.learned.compose import Composer, chain_steps, fit_composer
 from engine.learned.templates import PathHit, Template, path_reach, reaching_paths
 from engine.learned.unanswerable import reworded_questions, unanswerable_questions, usable_words
 from engine.retrieval.pattern import Pattern
@@ -106,6 +107,9 @@ class GeneratorSettings:
     unanswerable_share: float = 0.1
     #: epochs of the path choice (question-answer pairs without a pattern)
     path_epochs: int = 20
+    #: fit the composer (:mod:`engine.learned.compose`): one-topic questions are answered from the relation paths at
+    #: their topic, ranked by how the question's words name them and by the classifier, templates seen or not
+    compose: bool = True
 
     def __post_init__(self) -> None:
         for name in ("epochs", "patience", "batch", "dev_max", "min_count", "max_templates", "path_epochs"):
@@ -541,6 +545,10 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
     ckpt = GeneratorCheckpoint(kg, embedder.slug, int(data.emb.shape[1]), templates, model, link, 1.0, s.seed,
                                kg_id=kg_id)
     gen = PatternGenerator(ckpt, graph=graph, vectors=vectors, embedder=embedder, encode=encode)
+    if s.compose:  # 3b. the composer, on the held-out questions (the classifier's probabilities there are honest)
+        ckpt.composer, fitted = _fit_composer(gen, dev, s.seed)
+        if ckpt.composer is not None:
+            say(f"generator: path composer fitted on {fitted:,} held-out questions")
     n_cal = max(len(dev) // 5, 20 if dev else 0)
     unanswerable = [q for q, _, _ in unanswerable_questions(words, topics, n_cal - n_cal // 2, 1, rng)
                     + reworded_questions([(r.text, r.spans) for r in dev], names, words, n_cal // 2, 1, rng)]
@@ -561,6 +569,29 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
                             round(linked_ok / n, 4), round(max(best_acc, 0.0), 4), round(pattern_ok / n, 4),
                             ckpt.threshold, s.seed, round(time.perf_counter() - t_start, 2), cal.to_dict(),
                             chosen.chosen)
+
+
+def _fit_composer(gen: PatternGenerator, records: Sequence[GeneratorRecord], seed: int) -> tuple[Composer | None, int]:
+    """The composer's weights (:func:`engine.learned.compose.fit_composer`) on the one-topic chain questions among
+    ``records`` whose topic the generator links right and whose gold path is among the paths at it: each question
+    read as :meth:`PatternGenerator.propose` reads it. Returns the composer (None with no such question) and how
+    many questions it was fitted on."""
+    examples: list[tuple[np.ndarray, int]] = []
+    for r in records:
+        if r.template is None or len(r.topics) != 1 or chain_steps(r.template) is None:
+            continue
+        readings = gen.readings(r.text)
+        if not readings:
+            continue
+        i, p, ok, _ = gen._joint(r.text, readings)
+        linked = readings[i]
+        if [normalize_name(t.name) for t in linked] != [normalize_name(r.topics[0])]:
+            continue
+        got = gen.composition(r.text, linked, np.where(ok, p[:-1], 0.0))
+        if got is None or r.template not in got[0]:
+            continue
+        examples.append((got[1], got[0].index(r.template)))
+    return fit_composer(examples, seed=seed), len(examples)
 
 
 def _names_relation(aligner: RelationAligner) -> Callable[[Sequence[str]], list[bool]]:
