@@ -690,8 +690,8 @@ class PatternGenerator:
     def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None
                ) -> tuple[int, Any, Any, Any]:
         """The reading whose topics fit a template best: the first reading's pattern when it is sure (its
-        probability at least the router's threshold), else the most probable of all (the pattern's probability
-        from its linking confidence and its best fitting template's); the first reading when no template fits any.
+        probability at least the router's threshold), else the most probable of all (its best fitting template's
+        probability times its linking confidence); the first reading when no template fits any.
         Returns (reading, template probabilities, which fit, profiles).
 
         One read of all the readings' topics' relations (from the replica where one is ready, else from Neo4j while
@@ -730,21 +730,28 @@ class PatternGenerator:
                 if first not in ps:
                     ps[first] = self.scores_many([pair(first)], detail)[0]
 
-        def score(i: int) -> float:
+        def joint(i: int) -> tuple[float, float]:
+            """(the pattern's probability, the product of its best fitting template's probability and the linking
+            confidence): the first is what the router compares with its threshold; the readings are compared by
+            the second, since the fitted map of the first learns from held-out questions that are nearly all
+            linked right and may weigh the linking at almost nothing (a film called "What?" read in "what does X
+            appear in" beside the person the question names)."""
             ok = fits[i][0]
             conf = float(np.prod([t.confidence for t in readings[i]]))
-            return self.ckpt.probability(float(np.max(np.where(ok, ps[i][:-1], 0.0))), conf)
+            top = float(np.max(np.where(ok, ps[i][:-1], 0.0)))
+            return self.ckpt.probability(top, conf), top * conf
 
         if not fits[first][0].any():  # no reading fits a template
             return first, ps[first], fits[first][0], fits[first][1]
-        best, best_score = first, score(first)
-        if best_score < self.threshold:
+        best = first
+        sure, best_joint = joint(first)
+        if sure < self.threshold:
             rest = [i for i in range(len(readings)) if i != first and fits[i][0].any()]
             for i, p in zip(rest, self.scores_many([pair(i) for i in rest], detail)):
                 ps[i] = p
-                got = score(i)
-                if got > best_score:
-                    best, best_score = i, got
+                got = joint(i)[1]
+                if got > best_joint:
+                    best, best_joint = i, got
         return best, ps[best], fits[best][0], fits[best][1]
 
     def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
