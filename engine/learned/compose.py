@@ -46,8 +46,9 @@ from engine.linking.text import MASK
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
 
-__all__ = ["FEATURES", "MAX_HOPS", "Composer", "Step", "align", "chain_steps", "features", "fit_composer",
-           "graph_neighbours", "reading_words", "replica_neighbours", "topic_paths", "verbalize", "word_gains"]
+__all__ = ["FEATURES", "MAX_HOPS", "Composer", "RelationNames", "Step", "align", "chain_steps", "features",
+           "fit_composer", "graph_neighbours", "reading_words", "replica_neighbours", "topic_paths", "verbalize",
+           "word_gains"]
 
 #: longest relation path ranked
 MAX_HOPS = 3
@@ -61,39 +62,102 @@ FLOOR = 1e-6
 #: the alignment's own costs: a word continuing a step, a word left unexplained, a step no word names
 CONTINUE, UNNAMED = 0.5, 0.5
 FEATURES = ("named", "continued", "unexplained", "unnamed_steps", "one_hop", "two_hops", "three_hops",
-            "inverse_hops", "there_and_back", "classifier_logp", "unseen", "phrase")
+            "inverse_hops", "there_and_back", "classifier_logp", "unseen", "phrase", "named_in_order")
 
 Step = tuple[str, bool]  # (relation name, the relationship leaves the walk's side)
 #: per entity eid: (relation name, leaves it, the entities it leads to)
 Neighbours = Callable[[Sequence[int]], Mapping[int, Sequence[tuple[str, bool, Sequence[int]]]]]
 
+_BE = frozenset({"is", "was", "are", "were"})
+_ARTICLES = frozenset({"a", "an", "the"})
 _POSSESSIVE = re.compile(r"\s*['’]s\b")
 _TOKENS = re.compile(r"'s|[^\W_]+")
 
 
 def reading_words(masked: str, function_words: Iterable[str]) -> list[list[str]]:
-    """The orders in which a masked question may name the relations walked from its topic (one or two orders, the
-    likelier first): the words of the possessive chain right after the (first) mask ("X 's children 's mother"),
-    then the words before the mask from the nearest outwards ("the place of birth of X ..." -> birth, place), then
-    the other words after it ("when were the films directed by X released" -> directed, films, released); and
-    the words after the mask in order before those before it ("the films X acted in ..."). Without a mask, the
-    words from the last backwards."""
+    """The orders in which a masked question may name the relations walked from its topic, the likeliest first
+    (then the words after the mask before those before it, and the other way round). The likeliest: where a word
+    that names something follows the (first) mask at once and "by" does not come before it, the topic is inside a
+    clause of its own and the words after it come first ("the films X acted in ...", "the X written movies"); else
+    the words of the possessive chain right after it ("X 's children 's mother", or the relation it is named by:
+    "the ones that have X as director", "the ones X was the director of"), then the words before it from the
+    nearest outwards ("the place of birth of X ..." -> birth, place), then the other words after it ("the films
+    directed by X were written by whom" -> directed, films, written). Without a mask, the words from the last
+    backwards."""
     skip = set(function_words) | {MASK.lower()}
     toks = [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))]
     at = toks.index(MASK.lower()) if MASK.lower() in toks else len(toks)
     after, before = toks[at + 1:], [w for w in reversed(toks[:at]) if w not in skip]
-    end = 0  # the possessive chain: "'s" and the words of each name after it ("of" may join them)
-    while end < len(after) and after[end] == "'s":
-        end += 1
-        while end < len(after) and (after[end] not in skip or (after[end] == "of" and end + 1 < len(after)
-                                                                and after[end + 1] not in skip)):
-            end += 1
 
     def content(ws: Sequence[str]) -> list[str]:
         return [w for w in ws if w not in skip and w != "'s"]
 
-    orders = [content(after[:end]) + before + content(after[end:]), content(after) + before]
+    def named(i: int) -> bool:  # the word after the mask at i names something
+        return i < len(after) and after[i] not in skip and after[i] != "'s"
+
+    # the topic begins a clause of its own when a word follows it at once, and either a noun comes before it ("the
+    # films X acted in") or a second word follows ("the director of X written movies"); not after "by" ("directed
+    # by X released") nor inside "of X" ("where did the father of X die": the father died)
+    others = [content(after) + before, before + content(after)]  # the two plain orders, for the others' sake
+    if named(0) and (at == 0 or toks[at - 1] not in skip or named(1)) and not (at > 0 and toks[at - 1] == "by"):
+        return _distinct([content(after) + before, *others])
+    def name_from(i: int) -> int:  # the end of the name that starts at i ("of" may join its words)
+        while i < len(after) and (after[i] not in skip or (after[i] == "of" and named(i + 1))):
+            i += 1
+        return i
+
+    end = 0  # the possessive chain: "'s" and the name after each ("X 's other half 's father")
+    while end < len(after) and after[end] == "'s":
+        end += 1
+        while end < len(after) and after[end] in skip and after[end] != "'s" and named(end + 1):
+            end += 1
+        end = name_from(end)
+    if end == 0 and after[:1] == ["as"]:  # "the ones that have X as director": the topic's own relation
+        end = name_from(1)
+    elif end == 0 and len(after) > 2 and after[0] in _BE and after[1] in _ARTICLES:  # "X was the director of"
+        end = name_from(2)
+    return _distinct([content(after[:end]) + before + content(after[end:]), *others])
+
+
+def _distinct(orders: Sequence[list[str]]) -> list[list[str]]:
     return [o for k, o in enumerate(orders) if o not in orders[:k]]
+
+
+class RelationNames:
+    """How well words name each of the KG's relations: the best cosine of the word and the relation's names, its
+    words and, for a relation named by a participle, the agent noun and the verb it is called by
+    (:func:`engine.evaluation.wording.relation_forms`: ``written_by`` is "written by", "writer" and "written", so
+    that "screenwriter" names it), each name embedded once."""
+
+    def __init__(self, relations: Sequence[str], encode: Callable[[Sequence[str]], Any],
+                 words: Callable[[str], str]) -> None:
+        from engine.evaluation.wording import relation_forms
+
+        self.relations = list(relations)
+        names: list[str] = []
+        self.owner: list[int] = []
+        for i, r in enumerate(self.relations):
+            f = relation_forms(r)
+            # a relation named by a participle also by its agent noun and verb; the others by their own words
+            # (their singular would bring "child" as near "parent" as "children" is to "parents" apart)
+            for n in dict.fromkeys([words(r), *((*f.nouns, f.participle) if f.participle else ())]):
+                names.append(n)
+                self.owner.append(i)
+        vecs = np.asarray(encode(names), dtype=np.float32) if names else np.zeros((0, 1), np.float32)
+        self._names = vecs / np.maximum(np.linalg.norm(vecs, axis=-1, keepdims=True), 1e-12)
+
+    def sims_one(self, vecs: Any) -> np.ndarray:
+        """``[words, relations]``: the best cosine (0 and up) of each word's embedding (``vecs`` [words, dim]) and
+        each relation's names."""
+        out = np.zeros((len(vecs), len(self.relations)), dtype=np.float32)
+        if not len(vecs) or not len(self.owner):
+            return out
+        v = np.asarray(vecs, dtype=np.float32).reshape(len(vecs), -1)
+        v = v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+        sims = np.maximum(v @ self._names.T, 0.0)
+        for j, i in enumerate(self.owner):
+            out[:, i] = np.maximum(out[:, i], sims[:, j])
+        return out
 
 
 def chain_steps(template: Template) -> list[Step] | None:
@@ -277,26 +341,30 @@ def features(readings: Sequence[tuple[np.ndarray, np.ndarray]], col: Mapping[str
              paths: Sequence[Sequence[Step]], logp: Sequence[float | None],
              phrase: Sequence[float] | None = None) -> np.ndarray:
     """``[paths, len(FEATURES)]``: each path's features (see the module docstring), its alignment the best over the
-    question's reading orders (``readings``: per order, :func:`word_gains` of its words) and the ways of naming its
-    steps; ``logp``: the log of the classifier's probability of each path's template, None where it does not know
-    it; ``phrase``: the cosine of the masked question and the path's :func:`verbalize` (the best of its forms; 0
+    question's reading orders (``readings``: per order, :func:`word_gains` of its words, the likeliest first) and
+    the ways of naming its steps, ``named_in_order`` the named gain of the best alignment to the likeliest order;
+    ``logp``: the log of the classifier's probability of each path's template, None where it does not know it;
+    ``phrase``: the cosine of the masked question and the path's :func:`verbalize` (the best of its forms; 0
     without)."""
     out = np.zeros((len(paths), len(FEATURES)), dtype=np.float64)
     uninformed = -math.log(max(len(paths), 1))
     for p, (steps, lp) in enumerate(zip(paths, logp)):
         best: tuple[float, float, float, int, float] | None = None
+        first: tuple[float, float, float, int, float] | None = None
         merged = 0
         for seg in _segments(steps):
             cols = [col[r] for r, _ in seg]
-            for gain, unexplained in readings:
+            for k, (gain, unexplained) in enumerate(readings):
                 got = align(gain, cols, unexplained)
                 if best is None or got[4] > best[4]:
                     best, merged = got, sum(h == 2 for _, h in seg)
-        assert best is not None
+                if k == 0 and (first is None or got[4] > first[4]):
+                    first = got
+        assert best is not None and first is not None
         k = len(steps)
         out[p] = (best[0], best[1], best[2], best[3], k == 1, k == 2, k >= 3, sum(not o for _, o in steps), merged,
                   max(lp, math.log(FLOOR)) if lp is not None else uninformed, lp is None,
-                  phrase[p] if phrase is not None else 0.0)
+                  phrase[p] if phrase is not None else 0.0, first[0])
     return out
 
 
@@ -332,7 +400,7 @@ class Composer:
 
 
 #: the starting weights of the fit (and what an alignment-only composer would use)
-PRIOR = (1.0, 0.5, -1.0, -0.5, 0.0, 0.0, 0.0, -0.2, 0.0, 0.3, 0.0, 2.0)
+PRIOR = (1.0, 0.5, -1.0, -0.5, 0.0, 0.0, 0.0, -0.2, 0.0, 0.3, 0.0, 2.0, 0.5)
 
 
 def fit_composer(examples: Sequence[tuple[np.ndarray, int]], *, l2: float = 1e-2, hide: float = 1 / 3,

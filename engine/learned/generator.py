@@ -62,7 +62,7 @@ from engine._errors import CheckpointError, InputError
 from engine.linking.local import local_names
 from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
-from engine.learned.compose import (Composer, features, graph_neighbours, path_template, reading_words,
+from engine.learned.compose import (Composer, RelationNames, features, graph_neighbours, path_template, reading_words,
                                     replica_neighbours, topic_paths, verbalize, word_gains)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
@@ -632,7 +632,7 @@ class PatternGenerator:
         self._aligner: RelationAligner | None = None
         self._align_m: TemplateRelations | None = None
         self._forward: ClassifierForward | None = None
-        self._composer_aligner: tuple[RelationAligner, dict[str, int]] | None = None
+        self._composer_aligner: tuple[RelationNames, dict[str, int]] | None = None
         self._known: dict[Template, Template] | None = None
         self._phrases: dict[tuple[tuple[str, bool], ...], np.ndarray] = {}  # a path -> its phrases' unit vectors
         self._index: dict[Template, int] = {}
@@ -917,11 +917,12 @@ class PatternGenerator:
                 pass
         return topic_paths(graph_neighbours(self.graph, names), eids)
 
-    def _path_aligner(self) -> tuple[RelationAligner, dict[str, int]]:
-        """Question words against every relation of the KG (the composer's paths may walk any)."""
+    def _path_aligner(self) -> tuple[RelationNames, dict[str, int]]:
+        """Question words against every relation of the KG (the composer's paths may walk any) and its names."""
         if self._composer_aligner is None:
             rels = sorted(set(self.relation_names().values()))
-            self._composer_aligner = (RelationAligner(rels, self.encode), {r: i for i, r in enumerate(rels)})
+            self._composer_aligner = (RelationNames(rels, self.encode, relation_words),
+                                      {r: i for i, r in enumerate(rels)})
         return self._composer_aligner
 
     def propose(self, text: str, *, beam: int = DEFAULT_BEAM) -> Proposal:

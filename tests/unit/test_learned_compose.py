@@ -25,13 +25,22 @@ from engine.learned.templates import Template, chain
     # a name after "'s" runs to the next function word ("X 's son die": son, die)
     ("what city did X 's son die ?", [["son", "die", "city"]]),
     ("who did X 's father marry ?", [["father", "marry"]]),
-    # the possessive chain first, the other words after the topic last; or every word after it first
-    ("when were the films directed by X released", [["directed", "films", "released"],
-                                                   ["released", "directed", "films"]]),
+    # the words after a topic closed by a function word come last; right after it, first
+    ("when were the films directed by X released", [["directed", "films", "released"]]),
+    ("the films directed by X were written by who", [["directed", "films", "written"]]),
+    ("who is listed as director of X written movies", [["written", "movies", "director", "listed"]]),
+    ("what genres are the films X acted in", [["acted", "films", "genres"]]),
+    ("where did the father of X die ?", [["father", "die"]]),
+    ("the children of the ones that has X as profession ?", [["profession", "has", "children"]]),
+    ("the gender of the things X was a place of death in ?", [["place", "death", "gender"]]),
+    ("what gender is X 's other half ?", [["half", "gender"]]),
     ("who directed the films", [["films", "directed"]]),  # no mask: from the last word backwards
 ])
 def test_reading_words_follow_the_walk_from_the_topic(masked: str, orders: list[list[str]]) -> None:
-    assert reading_words(masked, FUNCTION_WORDS) == orders
+    got = reading_words(masked, FUNCTION_WORDS)
+    assert got[0] == orders[0]  # the likeliest order first; the plain orders after it, each once
+    assert len(got) == len({tuple(o) for o in got}) <= 3
+    assert all(sorted(o) == sorted(orders[0]) for o in got)
 
 
 def test_chain_steps_walk_a_chain_from_its_topic_and_refuse_other_shapes() -> None:

@@ -85,7 +85,7 @@ BREAKS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("composer", lambda d: d.pop("composer"), r"field 'composer' is missing"),
     ("composer", lambda d: d.update(composer=[1.0]), r"field 'composer' must be a mapping or null, not list"),
     ("composer", lambda d: d["composer"].update(features=["named"]), r"field 'composer' is not a path composer"),
-    ("composer", lambda d: d["composer"].update(weights=[float("inf")] * 12), r"field 'composer' is not a path"),
+    ("composer", lambda d: d["composer"].update(weights=[float("inf")] * 13), r"field 'composer' is not a path"),
 ]
 
 
