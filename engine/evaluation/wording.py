@@ -14,7 +14,9 @@ wrapped in an opening ("what is ...", "which is ...", "who is ...", "name ...", 
 alone), or asking for the last relation by its noun ("which nationality is X's spouse?"), or, for a last forward
 hop of a participle relation, a verb question ("who directed X?"). Each sample gets
 several distinct wordings drawn with the sampler's seeded generator (:func:`wordings`); conjunctions (two or three
-seeds) are worded as the answer that has each seed ("what has director X and actor Y").
+seeds) are worded as the answer that has each seed ("what has director X and actor Y"). A hop that enters an actor,
+a director or a writer is also worded with the other verbs people use for the role (:data:`ROLE_VERBS`: "what does
+X appear in", "the films X acted in", "what did X pen").
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["RelationForms", "relation_forms", "wordings"]
+__all__ = ["ROLE_VERBS", "RelationForms", "relation_forms", "role_verbs", "wordings"]
 
 _IRREGULAR_PLURAL = {"child": "children", "person": "people", "man": "men", "woman": "women", "wife": "wives",
                      "life": "lives"}
@@ -149,6 +151,7 @@ def _inverse(inner: str, rel: RelationForms, rng: random.Random, what: str) -> t
     if rel.passive:
         forms += [f"the {what} {rel.passive} {inner}", f"the {what} that {inner} {_verb(rel)}",
                   f"the {what} {inner} {rel.participle} in" if rel.leading else f"the {what} {inner} {_verb(rel)}"]
+        forms += [f"the {what} {inner} {past}{' in' if rel.leading else ''}" for _, past in role_verbs(rel)]
     return rng.choice(forms), RELATIVE
 
 
@@ -194,9 +197,14 @@ def _last(phrase: str, hops: Sequence[tuple[RelationForms, bool]], i: int, rng: 
                            f"{phrase} was {rel.participle} by whom?", f"which one {verb} {phrase}?",
                            f"{phrase} was {rel.participle} by who?"])
     if not out and rel.passive and rng.random() < 0.35:
-        return rng.choice([f"which {ends} were {rel.passive} {phrase}?", f"what did {phrase} {_base(rel)}"
-                           + (" in?" if rel.leading else "?"), f"what was {rel.passive} {phrase}?",
-                           f"{phrase} {rel.participle} {'in ' if rel.leading else ''}which {ends}?"])
+        tail = " in" if rel.leading else ""
+        forms = [f"which {ends} were {rel.passive} {phrase}?", f"what did {phrase} {_base(rel)}{tail}?",
+                 f"what was {rel.passive} {phrase}?", f"{phrase} {_verb(rel)} which {ends}?",
+                 f"what does {phrase} {_base(rel)}{tail}?"]
+        for base, past in role_verbs(rel):  # "what does X appear in", "which ones did X act in"
+            forms += [f"what does {phrase} {base}{tail}?", f"what did {phrase} {base}{tail}?",
+                      f"which {ends} did {phrase} {base}{tail}?", f"{phrase} {past}{tail} which {ends}?"]
+        return rng.choice(forms)
     if not out and rng.random() < 0.3:
         # "X was the director of which films?", "what films was X an actor in?"
         noun = singular(rng.choice(rel.nouns))
@@ -217,6 +225,22 @@ def _last(phrase: str, hops: Sequence[tuple[RelationForms, bool]], i: int, rng: 
 
 
 _WHEN = frozenset({"year", "date", "time", "day"})
+
+#: other verbs people use for the role a relation's far end plays, by its noun (the base form and the past): "what
+#: does X appear in" for a relation whose far end is an actor, "what did X make" for a director
+ROLE_VERBS: dict[str, tuple[tuple[str, str], ...]] = {
+    "actor": (("act", "acted"), ("appear", "appeared"), ("play", "played"), ("feature", "featured"),
+              ("perform", "performed")),
+    "director": (("make", "made"), ("film", "filmed")),
+    "writer": (("write", "wrote"), ("pen", "penned"), ("author", "authored")),
+}
+
+
+def role_verbs(rel: RelationForms) -> tuple[tuple[str, str], ...]:
+    """The verbs of :data:`ROLE_VERBS` for the relation's far end (none for a relation with no participle)."""
+    if not rel.participle:
+        return ()
+    return tuple(v for n in rel.nouns for v in ROLE_VERBS.get(singular(n), ()))
 
 #: how a question calls its answer and the unknown entities it passes through (a noun where people say "films",
 #: "people"), and how often a relation walked there and back is worded as one ("share a director with")

@@ -46,10 +46,11 @@ through weights fitted on held-out questions so that it is the probability of th
 A generator is one ``torch.save`` file of plain data (``weights_only``), checked field by field as it loads
 (:func:`load_generator`: a :class:`~engine._errors.CheckpointError` names the file and the field): ``{"format":
 "isorag-generator/3", "kg", "embedding_slug", "emb_dim", "templates", "relations", "state_dict", "config", "link",
-"threshold", "score", "seed", "info", "kg_id", "question_vector", "vocab", "vocab_vectors"}``. ``threshold``: the
-router's, calibrated on held-out training questions (:func:`engine.learned.train.calibrate`); ``vocab``: the
-training questions' words and word pairs and the relations' names, with their embeddings, so that a question made
-of them needs no embedding call for them.
+"threshold", "score", "seed", "info", "kg_id", "question_vector", "vocab", "vocab_vectors", "composer"}``.
+``threshold``: the router's, calibrated on held-out training questions (:func:`engine.learned.train.calibrate`);
+``vocab``: the training questions' words and word pairs and the relations' names, with their embeddings, so that a
+question made of them needs no embedding call for them; ``composer``: the path composer's weights
+(:mod:`engine.learned.compose`), or null (a file of format 2 has neither and is refused as an older generator).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ from engine._errors import CheckpointError, InputError
 from engine.linking.local import local_names
 from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
+from engine.learned.compose import (Composer, RelationNames, features, graph_neighbours, path_template, reading_words,
+                                    replica_neighbours, topic_paths, verbalize, word_gains)
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -429,6 +432,9 @@ class GeneratorCheckpoint:
     #: float32: a question made of them is scored with no embedding call, in the first process that loads the file
     vocab: list[str] = field(default_factory=list)
     vocab_vectors: np.ndarray | None = None
+    #: ranks the relation paths at a one-topic question's topic, known templates or not
+    #: (:mod:`engine.learned.compose`); None: the classifier's templates alone
+    composer: Composer | None = None
 
     def probability(self, template_p: float, link_confidence: float) -> float:
         """A pattern's probability from its template's and its topics' (see ``score``)."""
@@ -459,7 +465,8 @@ def save_generator(ckpt: GeneratorCheckpoint, path: str | Path) -> Path:
             "score": list(ckpt.score) if ckpt.score is not None else None, "info": ckpt.info, "kg_id": ckpt.kg_id,
             "question_vector": ckpt.question_vector, "vocab": list(ckpt.vocab),
             "vocab_vectors": torch.as_tensor(ckpt.vocab_vectors if ckpt.vocab_vectors is not None
-                                             else np.zeros((0, ckpt.emb_dim), np.float32), dtype=torch.float32)}
+                                             else np.zeros((0, ckpt.emb_dim), np.float32), dtype=torch.float32),
+            "composer": ckpt.composer.to_json() if ckpt.composer is not None else None}
     tmp = path.with_name(path.name + ".tmp")
     torch.save(data, tmp)
     tmp.replace(path)
@@ -612,7 +619,8 @@ def load_generator(path: str | Path, *, kg: str | None = None, embedding_slug: s
         raise f.bad("question_vector", f"must be one of {', '.join(QUESTION_VECTORS)}, not {kind!r}")
     vocab, vocab_vectors = _check_vocab(f, emb_dim)
     return GeneratorCheckpoint(file_kg, slug, emb_dim, templates, model, link, threshold, seed, dict(info), str(p),
-                               score, kg_id_ if isinstance(kg_id_, str) else None, kind, vocab, vocab_vectors)
+                               score, kg_id_ if isinstance(kg_id_, str) else None, kind, vocab, vocab_vectors,
+                               _check_composer(f))
 
 
 def _check_vocab(f: _Fields, emb_dim: int) -> tuple[list[str], np.ndarray]:
@@ -627,6 +635,20 @@ def _check_vocab(f: _Fields, emb_dim: int) -> tuple[list[str], np.ndarray]:
     if not bool(torch.isfinite(vecs).all()):
         raise f.bad("vocab_vectors", "holds values that are not finite")
     return vocab, vecs.to(torch.float32).numpy()
+
+
+def _check_composer(f: _Fields) -> Composer | None:
+    if "composer" not in f.data:
+        raise f.bad("composer", "is missing")
+    raw = f.data["composer"]
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise f.bad("composer", f"must be a mapping or null, not {type(raw).__name__}")
+    try:
+        return Composer.from_json(raw)
+    except Exception as e:  # any malformed composer is the same error for the user
+        raise f.bad("composer", f"is not a path composer ({type(e).__name__}: {e})") from e
 
 
 @dataclass
@@ -690,6 +712,10 @@ class PatternGenerator:
         self._aligner: RelationAligner | None = None
         self._align_m: TemplateRelations | None = None
         self._forward: ClassifierForward | None = None
+        self._composer_aligner: tuple[RelationNames, dict[str, int]] | None = None
+        self._known: dict[Template, Template] | None = None
+        self._phrases: dict[tuple[tuple[str, bool], ...], np.ndarray] = {}  # a path -> its phrases' unit vectors
+        self._index: dict[Template, int] = {}
 
     def _reader(self) -> Any:
         if self._pool is None:
@@ -744,8 +770,8 @@ class PatternGenerator:
     def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None
                ) -> tuple[int, Any, Any, Any]:
         """The reading whose topics fit a template best: the first reading's pattern when it is sure (its
-        probability at least the router's threshold), else the most probable of all (the pattern's probability
-        from its linking confidence and its best fitting template's); the first reading when no template fits any.
+        probability at least the router's threshold), else the most probable of all (its best fitting template's
+        probability times its linking confidence); the first reading when no template fits any.
         Returns (reading, template probabilities, which fit, profiles).
 
         One read of all the readings' topics' relations (from the replica where one is ready, else from Neo4j while
@@ -782,21 +808,28 @@ class PatternGenerator:
                 if first not in ps:
                     ps[first] = self.scores_many([pair(first)], detail)[0]
 
-        def score(i: int) -> float:
+        def joint(i: int) -> tuple[float, float]:
+            """(the pattern's probability, the product of its best fitting template's probability and the linking
+            confidence): the first is what the router compares with its threshold; the readings are compared by
+            the second, since the fitted map of the first learns from held-out questions that are nearly all
+            linked right and may weigh the linking at almost nothing (a film called "What?" read in "what does X
+            appear in" beside the person the question names)."""
             ok = fits[i][0]
             conf = float(np.prod([t.confidence for t in readings[i]]))
-            return self.ckpt.probability(float(np.max(np.where(ok, ps[i][:-1], 0.0))), conf)
+            top = float(np.max(np.where(ok, ps[i][:-1], 0.0)))
+            return self.ckpt.probability(top, conf), top * conf
 
         if not fits[first][0].any():  # no reading fits a template
             return first, ps[first], fits[first][0], fits[first][1]
-        best, best_score = first, score(first)
-        if best_score < self.threshold:
+        best = first
+        sure, best_joint = joint(first)
+        if sure < self.threshold:
             rest = [i for i in range(len(readings)) if i != first and fits[i][0].any()]
             for i, p in zip(rest, self.scores_many([pair(i) for i in rest], detail)):
                 ps[i] = p
-                got = score(i)
-                if got > best_score:
-                    best, best_score = i, got
+                got = joint(i)[1]
+                if got > best_joint:
+                    best, best_joint = i, got
         return best, ps[best], fits[best][0], fits[best][1]
 
     def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
@@ -907,6 +940,71 @@ class PatternGenerator:
                 ok[j] = False
         return ok
 
+    def composition(self, text: str, linked: Sequence[LinkedTopic], q: np.ndarray
+                    ) -> tuple[list[Template], np.ndarray, float] | None:
+        """What the composer ranks for a one-topic question (:mod:`engine.learned.compose`): the templates of the
+        relation paths at the topic, their features, and the classifier's mass on the templates that fit (``q``:
+        its probabilities, 0 for those that do not), which the composer's probabilities are scaled to; None for a
+        question of several topics, a topic with no path, or no mass."""
+        mass = float(q.sum())
+        if len(linked) != 1 or mass <= 0:
+            return None
+        topic = linked[0]
+        aligner, col = self._path_aligner()
+        paths = [p for p in self._topic_paths(topic.eids) if all(r in col for r, _ in p)]
+        if not paths:
+            return None
+        masked = mask(text, [(topic.start, topic.end)])
+        orders = reading_words(masked, FUNCTION_WORDS)
+        words = list(dict.fromkeys(w for o in orders for w in o))
+        vecs = np.asarray(self.encode([masked, *words]), dtype=np.float32)
+        sims = aligner.sims_one(vecs[1:]) if words else np.zeros((0, len(col)), np.float32)
+        row = {w: i for i, w in enumerate(words)}
+        readings = [word_gains(sims[[row[w] for w in o]].reshape(len(o), len(col))) for o in orders]
+        if self._known is None:
+            self._known = {t: t for t in self.templates}
+            self._index = {t: j for j, t in enumerate(self.templates)}
+        tpls = [path_template(p, self._known) for p in paths]
+        logp: list[float | None] = []
+        for t in tpls:
+            j = self._index.get(t)
+            logp.append(math.log(max(float(q[j]) / mass, 1e-12)) if j is not None else None)
+        return tpls, features(readings, col, paths, logp, self._phrase_sims(vecs[0], paths)), mass
+
+    def _phrase_sims(self, question: np.ndarray, paths: Sequence[Sequence[tuple[str, bool]]]) -> list[float]:
+        """Per path, the best cosine of the masked question's embedding and the path's phrases (each phrase embedded
+        once: they do not depend on the topic)."""
+        want = [p for p in dict.fromkeys(tuple(p) for p in paths) if p not in self._phrases]
+        if want:
+            texts = [verbalize(p) for p in want]
+            flat = [t for ts in texts for t in ts]
+            vecs = _unit(np.asarray(self.embedder.encode(flat), dtype=np.float32))
+            at = 0
+            for p, ts in zip(want, texts):
+                self._phrases[p] = vecs[at:at + len(ts)]
+                at += len(ts)
+        q = question / max(float(np.linalg.norm(question)), 1e-12)
+        return [float((self._phrases[tuple(p)] @ q).max()) for p in paths]
+
+    def _topic_paths(self, eids: Sequence[int]) -> list[tuple[tuple[str, bool], ...]]:
+        """The relation paths at these entities (from the replica where one is ready, else from Neo4j)."""
+        names = self.relation_names()
+        rep = self._replica()
+        if rep is not None:
+            try:
+                return topic_paths(replica_neighbours(rep, names), eids)
+            except LookupError:  # an entity the replica lacks
+                pass
+        return topic_paths(graph_neighbours(self.graph, names), eids)
+
+    def _path_aligner(self) -> tuple[RelationNames, dict[str, int]]:
+        """Question words against every relation of the KG (the composer's paths may walk any) and its names."""
+        if self._composer_aligner is None:
+            rels = sorted(set(self.relation_names().values()))
+            self._composer_aligner = (RelationNames(rels, self.encode, relation_words),
+                                      {r: i for i, r in enumerate(rels)})
+        return self._composer_aligner
+
     def propose(self, text: str, *, beam: int = DEFAULT_BEAM) -> Proposal:
         """The beam of patterns for a question (empty, with :attr:`Proposal.why`, when no template fits)."""
         check_text(text, self.max_chars)
@@ -939,13 +1037,20 @@ class PatternGenerator:
             else:
                 q = np.where(ok, p[:-1], 0.0)  # the mass on templates that do not fit is not handed on
                 conf = float(np.prod([t.confidence for t in linked]))
-                for j in np.argsort(-q, kind="stable")[:beam]:
-                    if q[j] <= 0:
+                composer = self.ckpt.composer
+                composed = self.composition(text, linked, q) if composer is not None else None
+                if composer is not None and composed is not None:
+                    tpls, feats, mass = composed
+                    probs = composer.probabilities(feats) * mass
+                    ranked = [(tpls[j], float(probs[j])) for j in np.argsort(-probs, kind="stable")[:beam]]
+                else:
+                    ranked = [(self.templates[j], float(q[j])) for j in np.argsort(-q, kind="stable")[:beam]]
+                for tpl, tp in ranked:
+                    if tp <= 0:
                         break
-                    out.append((self.templates[j].fill([t.name for t in linked]),
-                                self.ckpt.probability(float(q[j]), conf)))
-                    used.append(self.templates[j])
-                    raw.append(float(q[j]))
+                    out.append((tpl.fill([t.name for t in linked]), self.ckpt.probability(tp, conf)))
+                    used.append(tpl)
+                    raw.append(tp)
         if why:
             warnings.append(why)
         t2 = time.perf_counter()

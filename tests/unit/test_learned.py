@@ -261,10 +261,11 @@ def test_the_question_vector_is_its_words_mean_or_its_sentence_embedding() -> No
 
 
 def test_the_question_vector_follows_where_the_training_questions_come_from(tmp_path: Path) -> None:
-    """``auto``: the sentence embedding when most training questions are ``isorag synth``'s (their rows carry
-    ``seeds``), the words' mean for people's questions; a setting given is kept; anything else is refused."""
+    """``auto``: the sentence embedding (and the path composer) when most training questions are ``isorag
+    synth``'s (their rows carry ``seeds``), the words' mean (and no composer) for people's questions; a setting
+    given is kept; anything else is refused."""
     from engine._errors import ConfigError
-    from engine.learned.train import GeneratorSettings, question_vector_of, read_records
+    from engine.learned.train import GeneratorSettings, composes, question_vector_of, read_records
 
     synth = tmp_path / "synth.jsonl"
     synth.write_text(json.dumps({"question": "who directed Heat", "questions": ["who directed Heat", "Heat's "
@@ -279,5 +280,8 @@ def test_the_question_vector_follows_where_the_training_questions_come_from(tmp_
     assert question_vector_of(auto, made) == "sentence" and question_vector_of(auto, asked) == "words"
     assert question_vector_of(auto, made + asked + asked[:1]) == "words"  # (3 of 5 asked by people)
     assert question_vector_of(GeneratorSettings(question_vector="words"), made) == "words"
+    # the path composer likewise: fitted for synth's questions, not for people's, unless asked
+    assert composes(auto, made) and not composes(auto, asked)
+    assert composes(GeneratorSettings(compose=True), asked) and not composes(GeneratorSettings(compose=False), made)
     with pytest.raises(ConfigError, match="question_vector must be auto, words or sentence"):
         GeneratorSettings(question_vector="tokens")

@@ -12,6 +12,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from engine._errors import CheckpointError
+from engine.learned.compose import FEATURES, Composer
 from engine.learned.generator import (GeneratorCheckpoint, TemplateClassifier, cached_encode, known_first,
                                       load_generator, question_texts, save_generator, skeleton_index)
 from engine.linking.text import LinkModel
@@ -27,7 +28,8 @@ def _data(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     vocab = ["who", "directed", "who directed"]
     ckpt = GeneratorCheckpoint("kg_a", "slug", 8, tpls, model,
                                LinkModel(np.ones(9), {"who": 1.0}), 0.42, 7, score=(1.5, 0.5, -0.2), vocab=vocab,
-                               vocab_vectors=np.arange(24, dtype=np.float32).reshape(3, 8))
+                               vocab_vectors=np.arange(24, dtype=np.float32).reshape(3, 8),
+                               composer=Composer(tuple(0.5 * i for i in range(len(FEATURES)))))
     path = save_generator(ckpt, tmp_path / "gen.pt")
     return path, torch.load(path, weights_only=True)
 
@@ -41,9 +43,12 @@ def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
 
 
 def test_the_score_map_round_trips_and_makes_probabilities(tmp_path: Path) -> None:
-    path, _ = _data(tmp_path)
+    path, data = _data(tmp_path)
     back = load_generator(path)
     assert back.score == (1.5, 0.5, -0.2)
+    assert back.composer == Composer(tuple(0.5 * i for i in range(len(FEATURES))))
+    data["composer"] = None  # a generator without a composer: the classifier's templates alone
+    assert load_generator(_write(tmp_path, data)).composer is None
     # sigmoid(1.5 logit 0.9 + 0.5 logit 0.8 - 0.2)
     import math
 
@@ -92,6 +97,10 @@ BREAKS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
      r"field 'vocab_vectors' has shape \(2, 8\), the vocabulary needs \(3, 8\)"),
     ("vocab_vectors", lambda d: d.update(vocab_vectors=[[0.0] * 8] * 3), r"field 'vocab_vectors' must be a tensor"),
     ("vocab_vectors", lambda d: d["vocab_vectors"].fill_(float("inf")), r"not finite"),
+    ("composer", lambda d: d.pop("composer"), r"field 'composer' is missing"),
+    ("composer", lambda d: d.update(composer=[1.0]), r"field 'composer' must be a mapping or null, not list"),
+    ("composer", lambda d: d["composer"].update(features=["named"]), r"field 'composer' is not a path composer"),
+    ("composer", lambda d: d["composer"].update(weights=[float("inf")] * 13), r"field 'composer' is not a path"),
 ]
 
 
@@ -108,9 +117,10 @@ def test_each_damaged_field_is_named(tmp_path: Path, field: str, damage: Callabl
 
 def test_an_older_format_says_so(tmp_path: Path) -> None:
     _, data = _data(tmp_path)
-    data["format"] = "isorag-generator/1"
-    with pytest.raises(CheckpointError, match=r"field 'format' is 'isorag-generator/1'.*older generator"):
-        load_generator(_write(tmp_path, data))
+    for old in ("isorag-generator/1", "isorag-generator/2"):  # /2: before the path composer
+        data["format"] = old
+        with pytest.raises(CheckpointError, match=rf"field 'format' is '{old}'.*older generator"):
+            load_generator(_write(tmp_path, data))
     with pytest.raises(CheckpointError, match=r"field 'format' is None"):
         load_generator(_write(tmp_path, {"no": "format"}))
 

@@ -9,7 +9,7 @@ import re
 from hypothesis import assume, given, settings, strategies as st
 
 from engine.evaluation.wording import (agent_noun, chain_wording, conjunction_wording, plural, relation_forms,
-                                       singular, wordings)
+                                       role_verbs, singular, wordings)
 
 
 def test_relation_forms() -> None:
@@ -79,7 +79,9 @@ def test_a_relation_walked_there_and_back_is_worded_as_one_step() -> None:
     assert any("the director of Heat" in q for q in shared)  # the hop-by-hop wording stays among them
     costars = {chain_wording(["Tom Hanks"], [(starred, False), (starred, True)], rng) for _ in range(400)}
     assert any("co-actors of Tom Hanks" in q or "together with Tom Hanks" in q for q in costars)
-    assert not any("appear" in q for q in costars)  # "what does X appear in" asks the films, not the co-stars
+    # "what does X appear in" asks the films, not the co-stars: the co-stars as one step never "appear" ("the actors
+    # of the ones X appeared in", hop by hop, is worded)
+    assert not any(re.search(r"appear\w* (together|with)", q) for q in costars)
     assert all("Heat" in q for q in shared) and all("Tom Hanks" in q for q in costars)
 
 
@@ -89,8 +91,26 @@ def test_more_forms_of_a_relation() -> None:
     s = relation_forms("starred_actors")
     assert s.participle == "starred" and s.leading and s.nouns == ("actors", "actor") and s.passive == "starred by"
     rng = random.Random(2)
-    films = {chain_wording(["Tom Hanks"], [(s, False)], rng) for _ in range(200)}
+    films = {chain_wording(["Tom Hanks"], [(s, False)], rng) for _ in range(600)}
     assert "which ones were starred by Tom Hanks?" in films and "what did Tom Hanks star in?" in films
     years = {chain_wording(["Heat"], [(relation_forms("release_year"), True)], rng) for _ in range(200)}
     assert "when was Heat released?" in years and "when did Heat release?" in years
     assert not any("star in in" in q or "starred in in" in q for q in films)
+
+
+def test_the_role_of_an_actor_or_a_writer_is_worded_with_the_verbs_people_use() -> None:
+    """"what does X appear in", "the films X acted in": the verbs of the role the relation's far end plays, for a
+    hop that enters it; a relation with no participle has none, and a forward hop keeps its own verb."""
+    starred, written, genre = (relation_forms(r) for r in ("starred_actors", "written_by", "has_genre"))
+    assert ("appear", "appeared") in role_verbs(starred) and ("pen", "penned") in role_verbs(written)
+    assert role_verbs(genre) == () and role_verbs(relation_forms("spouse")) == ()
+    rng = random.Random(2)
+    one = {chain_wording(["Tom Hanks"], [(starred, False)], rng) for _ in range(400)}
+    assert {"what does Tom Hanks appear in?", "what did Tom Hanks act in?", "what did Tom Hanks star in?"} <= one
+    assert "Tom Hanks starred in which ones?" in one and not any("Tom Hanks starred which" in q for q in one)
+    two = {chain_wording(["Tom Hanks"], [(starred, False), (genre, True)], rng) for _ in range(400)}
+    assert any("the ones Tom Hanks acted in" in q for q in two)
+    wrote = {chain_wording(["Ang Lee"], [(written, False)], rng) for _ in range(300)}
+    assert "Ang Lee wrote which ones?" in wrote and not any("Ang Lee written" in q for q in wrote)
+    forward = {chain_wording(["Heat"], [(starred, True)], rng) for _ in range(300)}
+    assert not any("appear" in q or "acted" in q for q in forward)  # "who appeared in Heat" is not worded here
