@@ -42,6 +42,7 @@ import numpy as np
 
 from engine.learned.templates import Template, chain
 from engine.linking.text import MASK
+from engine.linking.relations import relation_forms
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
@@ -126,12 +127,11 @@ def _distinct(orders: Sequence[list[str]]) -> list[list[str]]:
 class RelationNames:
     """How well words name each of the KG's relations: the best cosine of the word and the relation's names, its
     words and, for a relation named by a participle, the agent noun and the verb it is called by
-    (:func:`engine.evaluation.wording.relation_forms`: ``written_by`` is "written by", "writer" and "written", so
+    (:func:`engine.linking.relations.relation_forms`: ``written_by`` is "written by", "writer" and "written", so
     that "screenwriter" names it), each name embedded once."""
 
     def __init__(self, relations: Sequence[str], encode: Callable[[Sequence[str]], Any],
                  words: Callable[[str], str]) -> None:
-        from engine.evaluation.wording import relation_forms
 
         self.relations = list(relations)
         names: list[str] = []
@@ -317,7 +317,6 @@ def verbalize(steps: Sequence[Step]) -> list[str]:
     """The path read as a phrase about the topic ``X``, in two forms: "the gender of the spouse of X" and "X's
     spouse's gender" (a hop that enters its entity: "the ones directed by X", "the ones X starred in", "the ones
     whose spouse is X"); the composer compares them with the masked question as sentences."""
-    from engine.evaluation.wording import relation_forms
 
     out = []
     for possessive in (False, True):
