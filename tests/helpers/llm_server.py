@@ -187,6 +187,7 @@ class ScriptedLLMServer:
 
 class _Handler(BaseHTTPRequestHandler):
     owner: ScriptedLLMServer
+    _left = True  # whether this request is no longer counted in flight (True until it is entered)
     protocol_version = "HTTP/1.0"  # one request per connection: the end of a stream is the end of the socket
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
@@ -200,7 +201,17 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        self._write_last(data)
+
+    def _write_last(self, data: bytes) -> None:
+        """Write a response's last bytes, counting the request as done first: once they are sent the client
+        may release its concurrency slot and open the next request before this thread runs again, so leaving
+        after the write would count one request too many in flight."""
+        if not self._left:
+            self._left = True
+            self.owner._leave()
         self.wfile.write(data)
+        self.wfile.flush()
 
     def do_POST(self) -> None:  # http.server's naming
         length = int(self.headers.get("Content-Length") or 0)
@@ -215,6 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         owner = self.owner
         owner._enter(body, {k.lower(): v for k, v in self.headers.items()})
+        self._left = False
         try:
             response = owner._next(body)
             if response.delay and owner._stopping.wait(response.delay):
@@ -223,7 +235,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. its timeout fired)
         finally:
-            owner._leave()
+            if not self._left:
+                self._left = True
+                owner._leave()
 
     def _respond(self, body: dict[str, Any], response: Response) -> None:
         if isinstance(response, Raw):
@@ -231,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", response.content_type)
             self.send_header("Content-Length", str(len(response.body)))
             self.end_headers()
-            self.wfile.write(response.body)
+            self._write_last(response.body)
             return
         if isinstance(response, Status):
             error = {"error": {"message": response.message, "type": "scripted", "code": str(response.code)}}
@@ -287,8 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
         event(choice({}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             event([], usage=usage)
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        self._write_last(b"data: [DONE]\n\n")
 
 
 @pytest.fixture
