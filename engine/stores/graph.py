@@ -52,6 +52,13 @@ TIMEOUT_CODES = frozenset({
     "Neo.ClientError.Transaction.TransactionTimedOut",
     "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
 })
+# Refusals of a CREATE ... IF NOT EXISTS that lost a race with the same statement from another process
+# (GraphStore.write_schema runs it again).
+SCHEMA_RACE_CODES = frozenset({
+    "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+    "Neo.ClientError.Schema.IndexAlreadyExists",
+    "Neo.ClientError.Schema.ConstraintAlreadyExists",
+})
 
 
 def new_kg_id() -> str:
@@ -360,10 +367,24 @@ class GraphStore:
         text = "\n".join(ln for ln in cypher("schema").splitlines() if not ln.strip().startswith("//"))
         for stmt in text.split(";"):
             if stmt.strip():
-                self.write(stmt.strip())
+                self.write_schema(stmt.strip())
         self._drop_v1_schema()
         self.write(cypher("await_indexes"))
         self._checked = True
+
+    def write_schema(self, statement: str) -> None:
+        """Run one idempotent schema statement (``CREATE ... IF NOT EXISTS``). Two processes that create the same
+        index or constraint at once on a fresh database both pass the ``IF NOT EXISTS`` check, and the one that
+        commits second is refused (``EquivalentSchemaRuleAlreadyExists``): the rule it wanted now exists, so the
+        statement is run again, which finds it and does nothing. Any other refusal is raised."""
+        for attempt in range(5):
+            try:
+                self.write(statement)
+                return
+            except StoreError as e:
+                if getattr(e.__cause__, "code", None) not in SCHEMA_RACE_CODES or attempt == 4:
+                    raise
+                time.sleep(0.02 * (attempt + 1))
 
     def v1_kgs(self) -> list[str]:
         """KGs stored in isorag 0.1's format (labels without the Isorag prefix; ``isorag migrate`` converts them)."""
