@@ -207,11 +207,14 @@ class _Handler(BaseHTTPRequestHandler):
         """Write a response's last bytes, counting the request as done first: once they are sent the client
         may release its concurrency slot and open the next request before this thread runs again, so leaving
         after the write would count one request too many in flight."""
+        self._leave_once()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _leave_once(self) -> None:
         if not self._left:
             self._left = True
             self.owner._leave()
-        self.wfile.write(data)
-        self.wfile.flush()
 
     def do_POST(self) -> None:  # http.server's naming
         length = int(self.headers.get("Content-Length") or 0)
@@ -235,9 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. its timeout fired)
         finally:
-            if not self._left:
-                self._left = True
-                owner._leave()
+            self._leave_once()
 
     def _respond(self, body: dict[str, Any], response: Response) -> None:
         if isinstance(response, Raw):
