@@ -1,11 +1,12 @@
 """A living KG against its model, on the real Neo4j and Milvus: hypothesis drives random histories of change sets
-(every kind of operation, several change sets, batch sizes of 1 to 4 so that batches are cut everywhere), syncs
-with a file written from the model (edited), and loads, against a KG kept in plain Python
-(:class:`helpers.living.LivingModel`: entities with names, descriptions, types and whether they have something of
-their own, triples, key aliases). After every step ``check`` (without ``--deep``) finds nothing and the KG's
-entities, triples and aliases equal the model's; at the end the stores agree when every entity is embedded again,
-and the top-k of random patterns equals that of a fresh load of the model's content (up to the order among equal
-GSDs)."""
+(every kind of operation, several change sets, batch sizes of 1 to 4 so that batches are cut everywhere), syncs with
+a file written from the model (edited), and loads, each by one of two engines on the KG (two processes: each has its
+own vector store and caches; the first one loaded the KG and created its collections), against a KG kept in plain
+Python (:class:`helpers.living.LivingModel`: entities with names, descriptions, types and whether they have
+something of their own, triples, key aliases). After every step ``check`` (without ``--deep``) finds nothing and the
+KG's entities, triples and aliases equal the model's; at the end the stores agree when every entity is embedded
+again, and the top-k of random patterns equals that of a fresh load of the model's content (up to the order among
+equal GSDs)."""
 
 from __future__ import annotations
 
@@ -126,6 +127,7 @@ def test_a_living_kg_equals_its_model(make_engine: Any, tmp_path: Path) -> None:
         @initialize(data=st.data())
         def load(self, data: st.DataObject) -> None:
             self.eng = make_engine(kg=unique_kg("living_model"), llm=False)
+            self.engs = [self.eng, make_engine(kg=self.eng.kg, llm=False)]  # the loader, and another process
             self.model = LivingModel()
             self.path = tmp_path / f"run{next(runs)}"
             self.path.mkdir()
@@ -141,28 +143,28 @@ def test_a_living_kg_equals_its_model(make_engine: Any, tmp_path: Path) -> None:
             write_nt(path, records)
             return path
 
-        def _load(self, records: list[Any]) -> None:
-            self.eng.load(self._file(records), progress=False)
+        def _load(self, records: list[Any], who: int = 0) -> None:
+            self.engs[who].load(self._file(records), progress=False)
             self.model.load(records)
 
-        @rule(data=st.data(), size=st.integers(1, 4))
-        def change_set(self, data: st.DataObject, size: int) -> None:
+        @rule(data=st.data(), size=st.integers(1, 4), who=st.integers(0, 1))
+        def change_set(self, data: st.DataObject, size: int, who: int) -> None:
             ops = data.draw(operations(self.model))
-            self.eng.apply(ops, batch_size=size, progress=False)
+            self.engs[who].apply(ops, batch_size=size, progress=False)
             self.model.run_all(ops)
 
-        @rule(data=st.data())
-        def load_more(self, data: st.DataObject) -> None:
+        @rule(data=st.data(), who=st.integers(0, 1))
+        def load_more(self, data: st.DataObject, who: int) -> None:
             triples = data.draw(st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(RELS),
                                                    st.sampled_from(KEYS)), min_size=1, max_size=3))
             named = data.draw(st.lists(st.sampled_from(KEYS), max_size=2, unique=True))
             records = [EntityRecord(k, key_name(data.draw, k), tuple(data.draw(st.lists(st.sampled_from(TYPES),
                                                                                           max_size=1))), 0)
                        for k in named]
-            self._load(records + [TripleRecord(h, r, t, 0) for h, r, t in triples])
+            self._load(records + [TripleRecord(h, r, t, 0) for h, r, t in triples], who)
 
-        @rule(data=st.data(), size=st.integers(1, 4))
-        def sync(self, data: st.DataObject, size: int) -> None:
+        @rule(data=st.data(), size=st.integers(1, 4), who=st.integers(0, 1))
+        def sync(self, data: st.DataObject, size: int, who: int) -> None:
             """A file written from the model, edited: some triples and descriptions of entities dropped, a few
             triples added (alias keys included), one name changed."""
             records = fresh_records(self.model)
@@ -173,7 +175,7 @@ def test_a_living_kg_equals_its_model(make_engine: Any, tmp_path: Path) -> None:
             records += [TripleRecord(h, r, t, 0) for h, r, t in extra]
             if not any(isinstance(r, TripleRecord) for r in records):
                 records.append(TripleRecord(KEYS[0], RELS[0], KEYS[1], 0))
-            self.eng.sync(self._file(records), batch_size=size, progress=False)
+            self.engs[who].sync(self._file(records), batch_size=size, progress=False)
             self.model.sync(records)
 
         @invariant()

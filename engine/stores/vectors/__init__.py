@@ -30,13 +30,13 @@ from the protobuf response (pymilvus' ``SearchResult`` builds a Python object pe
 
 Consistency: search and get_vectors use "Session": this process sees its own writes, and another process's once
 :meth:`VectorStore.observe` is given their :attr:`VectorStore.last_write_ts` (the KG's version node carries it:
-:class:`engine.stores.version.VersionWatch`); existing_ids and count use "Strong".  For a collection this store
-created, existing_ids is answered from the pks written through it (no query: a first load never waits for Milvus),
-and upsert inserts the pks never written through it (no delete records, so the index is built once).
-Two processes loading one KG at the same time could then store a pk twice: load a KG from one
-process at a time (a load resumed after a kill is safe: the collection is not its own, so it
-asks Milvus and upserts).  Reading needs the collection loaded, which
-needs an index: existing_ids / count / get_vectors create the index and load on first use.
+:class:`engine.stores.version.VersionWatch`); existing_ids and count use "Strong". For a collection this store
+created, until it is finalized (the end of the load that created it, which holds the KG's writer lease),
+existing_ids is answered from the pks written through it (no query: a first load never waits for Milvus), and upsert
+inserts the pks never written through it (no delete records, so the index is built once). After that other processes
+may write to it, and the store asks Milvus and upserts like any other (a pk inserted twice is stored twice, and
+Milvus 2.3 then drops rows from queries by pk: :meth:`VectorStore.forget_written`). Reading needs the collection
+loaded, which needs an index: existing_ids / count / get_vectors create the index and load on first use.
 
 The class is written in parts, one module each, stacked: ``_collections`` (connection, schema, checks),
 ``_indexing`` (index, load, finalize), ``_reads`` (search, look-ups, scans, digests), ``_writes`` (upsert, delete,
