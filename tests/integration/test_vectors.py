@@ -154,6 +154,24 @@ def test_rows_another_store_wrote_after_the_load_are_upserted_not_stored_twice(s
     np.testing.assert_allclose(np.stack([got[i] for i in range(100, 110)]), new, atol=1e-6)
 
 
+def test_a_collection_a_read_loaded_is_not_trusted_after_the_writer_ends(store: VectorStore) -> None:
+    """The same when the store made a collection that a read loaded before the writer ended (a change set that made
+    the alias collection and read it in its catch-up): ``ensure_ready``, its end, finalizes nothing there but drops
+    the record all the same."""
+    rng = np.random.default_rng(19)
+    store.upsert("entities", range(20), _unit(rng, 20))
+    assert len(store.get_vectors("entities", [0])) == 1  # loads the collection (an index made on first use)
+    store.ensure_ready()
+    other = VectorStore(store.uri, kg=store.kg)
+    try:
+        other.upsert("entities", [20, 21], _unit(rng, 2))
+    finally:
+        other.close()
+    store.upsert("entities", [20, 21], _unit(rng, 2))
+    assert store.count("entities") == 22 and store.excess_rows("entities") == 0
+    assert sorted(store.get_vectors("entities", range(22))) == list(range(22))
+
+
 def test_get_vectors(store: VectorStore) -> None:
     rng = np.random.default_rng(5)
     x = _unit(rng, 300)

@@ -145,10 +145,13 @@ class Indexing(Collections):
 
     def ensure_ready(self) -> None:
         """Finalize (:meth:`finalize`) the kinds whose collection is not loaded yet; rows written into a loaded
-        collection are searchable as they are (a change set's few rows need no flush or index build)."""
+        collection are searchable as they are (a change set's few rows need no flush or index build). The end of
+        a writer's work (a change set, a repair): the record of pks written is dropped for every kind, also for a
+        collection it made that a read had loaded already (:meth:`forget_written`)."""
         for k in self.kinds_made():
             if not self._is_loaded(k):
                 self.finalize(k)
+        self.forget_written()
 
     def _segments(self, kind: str) -> int:
         """Number of flushed segments of a collection (2 when the server cannot tell: compact then)."""
