@@ -290,6 +290,9 @@ class Engine:
         :class:`~engine._errors.KGNotFoundError`. ``milvus.duplicates``: vector rows stored twice under one id,
         per kind (looked for where Milvus has more rows than Neo4j has items; a load run again removes them).
         ``writer``: the holder of the KG's writer lease (``info``, ``expires_in_s``) or None."""
+        # a writer that held the lease while the counts were read, looked for before them and after them (the
+        # counts can take seconds, a load end meanwhile: its disagreement was then work in progress all the same)
+        writer = self.graph.lock_holder()
         g = self.graph.stats()
         in_neo4j = any(g[k] for k in _COUNTED)
         in_milvus = bool(self.vectors.existing_kinds())
@@ -311,7 +314,7 @@ class Engine:
             "version": {"seq": version["seq"], "at": version["at"]},
             "queued": pending,
             # a load (or drop) holding the KG's writer lease now: counts that disagree are then work in progress
-            "writer": self.graph.lock_holder(),
+            "writer": writer or self.graph.lock_holder(),
         }
 
     def drop(self) -> None:

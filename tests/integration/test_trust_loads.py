@@ -130,8 +130,10 @@ def test_a_second_load_of_a_kg_fails_at_once_naming_the_first(make_engine: Any, 
         # stats names the writer (in this process: a second interpreter would start after the load ended)
         monkeypatch.setenv("NEO4J_URI", neo4j_uri)
         monkeypatch.setenv("MILVUS_URI", milvus_uri)
+        held = eng.graph.lock_holder()
         main(["stats", "--kg", eng.kg])
-        if proc.poll() is None:  # (read while the load still held the lease)
+        after = eng.graph.lock_holder()
+        if held is not None and after is not None and after["info"] == held["info"]:  # held all through stats
             assert f"being written now by load {path} (pid {proc.pid}" in capsys.readouterr().out
         out, errtext = proc.communicate(timeout=600)
         assert proc.returncode == 0, errtext.decode()[-2000:]
