@@ -140,11 +140,8 @@ def test_rows_another_store_wrote_after_the_load_are_upserted_not_stored_twice(s
     rng = np.random.default_rng(17)
     store.upsert("entities", range(100), _unit(rng, 100))
     store.finalize()  # the end of the load
-    other = VectorStore(store.uri, kg=store.kg)  # e.g. a change set applied by another process
-    try:
+    with VectorStore(store.uri, kg=store.kg) as other:  # e.g. a change set applied by another process
         other.upsert("entities", range(100, 110), _unit(rng, 10))
-    finally:
-        other.close()
     assert store.existing_ids("entities", [99, 100, 109, 110]) == {99, 100, 109}
     new = _unit(rng, 10)
     store.upsert("entities", range(100, 110), new)  # the same pks again, from the first store
@@ -162,11 +159,8 @@ def test_a_collection_a_read_loaded_is_not_trusted_after_the_writer_ends(store: 
     store.upsert("entities", range(20), _unit(rng, 20))
     assert len(store.get_vectors("entities", [0])) == 1  # loads the collection (an index made on first use)
     store.ensure_ready()
-    other = VectorStore(store.uri, kg=store.kg)
-    try:
+    with VectorStore(store.uri, kg=store.kg) as other:
         other.upsert("entities", [20, 21], _unit(rng, 2))
-    finally:
-        other.close()
     store.upsert("entities", [20, 21], _unit(rng, 2))
     assert store.count("entities") == 22 and store.excess_rows("entities") == 0
     assert sorted(store.get_vectors("entities", range(22))) == list(range(22))

@@ -189,5 +189,7 @@ class Indexing(Collections):
         by pk over a pk stored twice returns fewer rows than asked for, dropping *other* pks of the same query
         (a change set killed and run again by a process that had loaded the KG lost 7 of 560 entity vectors so).
         """
-        for k in (tuple(self._written) if kind is None else (kind,)):
-            self._written.pop(k, None)
+        if kind is None:
+            self._written.clear()
+        else:
+            self._written.pop(kind, None)
