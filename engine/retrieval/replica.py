@@ -313,6 +313,11 @@ class ReplicaTooLarge(IsoragError):
     """The KG's replica would exceed the memory guard (``graph_cache_mb``)."""
 
 
+class _TornRead(Exception):
+    """The stream met an entity that a committing transaction was deleting (its properties read as null): the read
+    mixes two versions, like one that a change set committed into."""
+
+
 class _Collector:
     """What the streamed read fills, row by row (compact arrays, not Python lists of a million ints)."""
 
@@ -336,6 +341,8 @@ class _Collector:
                                                       self.tail, self.type_of)
         for rec in records:
             eid, name, key, desc, ts, out = rec[0], rec[1], rec[2], rec[3], rec[4], rec[5]
+            if eid is None:
+                raise _TornRead
             i = len(eids)
             eids.append(eid)
             nb = (name if name is not None else (key or str(eid))).encode("utf-8")
@@ -349,6 +356,8 @@ class _Collector:
             tid_count.append(len(ts))
             tids.extend(ts)
             for rtype, t in out:
+                if t is None:
+                    raise _TornRead
                 c = type_of.get(rtype)
                 if c is None:
                     c = type_of[rtype] = len(type_of)
@@ -441,7 +450,7 @@ def estimate_bytes(graph: StreamingReader) -> int:
 def build_replica(graph: StreamingReader, limit_bytes: int) -> GraphReplica | None:
     """The KG's replica, read from Neo4j by one streamed read and stamped with the version read before it; None
     when a change set was under way as it began, or a batch was committed while it read (the arrays may mix two
-    versions).
+    versions: the version moved, or a row named an entity that was being deleted).
 
     Neo4j's reads are not snapshots, and a reader can see a committing transaction's changes in part: its stamp
     on the version node already, some of its relationships not yet. So a version equal before and after the stream
@@ -457,7 +466,10 @@ def build_replica(graph: StreamingReader, limit_bytes: int) -> GraphReplica | No
     if state and state[0].get("cs_done") is False:
         return None  # a change set is under way: its batches may be read in part
     settled = not state or not (state[0]["pending_entities"] or state[0]["pending_relations"])
-    got: _Collector = graph.read_stream(cypher("replica_stream"), _Collector(limit_bytes).consume, kg=graph.kg)
+    try:
+        got: _Collector = graph.read_stream(cypher("replica_stream"), _Collector(limit_bytes).consume, kg=graph.kg)
+    except _TornRead:
+        return None
     after = version_key(graph.kg, graph.version())
     if after != before:
         return None
