@@ -2,6 +2,7 @@
 // row per eid; key: the resolved key, whose eid is eid): created, bare (nothing of their own: they leave with their
 // last triple); existing ones are only looked up (an index seek, no write lock). Exact under the KG's writer lease
 // (one writer; the eid constraint refuses a duplicate anyway). Returns the eids created here.
+CYPHER replan=skip
 UNWIND $rows AS row
 OPTIONAL MATCH (old:IsoragEntity {isorag_eid: row.eid})
 WITH row, old

@@ -2,6 +2,7 @@
 // batch): a new version (sequence number + timestamp), the change set's identity, the batch size its batches are
 // cut by (a rerun cuts them alike, whatever its own). A change set that applies nothing begins no version, and a
 // first batch rolled back (strict) takes its version with it. A KG without an identity gets one.
+CYPHER replan=skip
 UNWIND $begin AS b
 MERGE (v:IsoragKGVersion {kg: $kg})
 SET v.seq = coalesce(v.seq, 0) + 1, v.at = b.at, v.cs_hash = b.hash, v.cs_batches = 0, v.cs_ops = 0,

@@ -1,4 +1,5 @@
 // The relation and type catalog nodes among these ids that exist, with their names (what their vectors embed).
+CYPHER replan=skip
 CALL () {
   UNWIND $rids AS id
   MATCH (rt:IsoragRelationType {rid: id})

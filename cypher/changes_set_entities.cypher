@@ -4,6 +4,7 @@
 // gives it, a reset takes it away. Returns each entity's eid, whether it was created here, and the name and
 // description before and after: the caller compares the texts the vector is embedded from (engine.stores.texts),
 // so a field going from null to a value, or back, is a change (a list holding a null compares as null in Cypher).
+CYPHER replan=skip
 UNWIND $rows AS row
 MERGE (n:IsoragEntity {isorag_eid: row.eid})
   ON CREATE SET n.isorag_kg = $kg, n.isorag_key = row.key, n.isorag_name = row.default_name,

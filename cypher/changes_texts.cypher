@@ -1,5 +1,6 @@
 // What the vectors of these entities are embedded from (their name and description, and their aliases, each
 // embedded alone), for those that exist.
+CYPHER replan=skip
 UNWIND $eids AS eid
 MATCH (n:IsoragEntity {isorag_eid: eid})
 WHERE n.isorag_kg = $kg

@@ -5,6 +5,7 @@
 // $create: heads this load created and has not written triples from yet, their triples without duplicates:
 // no relationship can start from them yet, so CREATE (no look-up of existing relationships; see
 // loaders/bulk.py for why this is exact). $merge: every other head, MERGE.
+CYPHER replan=skip
 CALL () {
   UNWIND $create AS g
   MATCH (h:IsoragEntity {isorag_eid: g.h})

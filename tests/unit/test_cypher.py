@@ -167,3 +167,40 @@ def test_every_statement_file_has_a_header_comment():
     folder = Path(__file__).resolve().parents[2] / "cypher"
     missing = [p.name for p in sorted(folder.glob("*.cypher")) if not p.read_text(encoding="utf-8").startswith("//")]
     assert not missing
+
+
+#: the properties of isorag's node uniqueness constraints (cypher/schema.cypher), by label
+UNIQUE_KEYS = {"IsoragEntity": "isorag_eid", "IsoragRelationType": "rid", "IsoragEntityType": "tid",
+               "IsoragKGVersion": "kg", "IsoragAlias": "aid", "IsoragLock": "kg"}
+
+
+def test_a_statement_that_skips_replanning_starts_every_pattern_at_a_unique_key():
+    """``CYPHER replan=skip`` (a cached plan is kept when a load changes the statistics) is only for statements whose
+    plan the statistics cannot change: every MATCH or MERGE begins at a node found by a uniqueness constraint's
+    key (a seek of one node), and no relationship is walked but from such a node, or by an existence check."""
+    import re
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "cypher"
+    skipping = {}
+    for p in sorted(folder.glob("*.cypher")):
+        text = p.read_text(encoding="utf-8")
+        if "replan=skip" in text:
+            body = "\n".join(line for line in text.splitlines() if not line.startswith("//"))
+            assert body.startswith("CYPHER replan=skip\n"), p.name
+            skipping[p.name] = body
+    assert {"changes_begin.cypher", "changes_set_entities.cypher", "merge_relationships.cypher"} <= set(skipping)
+    # walks between two nodes, or an index other than a unique one (whose use the statistics decide): left to the
+    # planner
+    assert not {"changes_remove_triples.cypher", "changes_sweep.cypher"} & set(skipping)
+    clause = re.compile(r"\b(?:OPTIONAL MATCH|MATCH|MERGE)\s+(.*)")
+    for name, body in skipping.items():
+        for m in clause.finditer(body):
+            first = m.group(1)
+            node = re.match(r"\((\w*)(?::(\w+))?\s*(\{[^}]*\})?\)", first)
+            assert node, (name, first)
+            var, lab, props = node.groups()
+            if lab is None:  # a node bound before (a seek): MERGE (h)-[...]->(t), MATCH (n)--()
+                assert var and re.search(rf"\({var}:\w+ \{{", body), (name, first)
+                continue
+            assert props and re.search(rf"\b{UNIQUE_KEYS[lab]}:", props), (name, first)
