@@ -54,12 +54,20 @@ def spool(ops: Iterable[Any], out: Any, on_bad: Callable[[MalformedInputError], 
     return h.hexdigest(), n
 
 
+#: the triple operations by their spooled ``op`` name: made again without the checks, which they passed when spooled
+_SPOOLED_TRIPLES: dict[str, type[AddTriple] | type[RemoveTriple]] = {"add": AddTriple, "remove": RemoveTriple}
+
+
 def unspool(path: str) -> Iterator[Op]:
     """The operations :func:`spool` wrote, in order."""
     with open(path, encoding="utf-8") as f:
         for text in f:
             obj, line, src = json.loads(text)
-            yield op_from_json(obj, line=line, path=src)
+            kind = _SPOOLED_TRIPLES.get(obj["op"])
+            if kind is not None:
+                yield kind(obj["head"], obj["relation"], obj["tail"], line=line, path=src)
+            else:
+                yield op_from_json(obj, line=line, path=src)
 
 
 def op_keys(op: Op) -> tuple[str, ...]:

@@ -262,12 +262,24 @@ def op_to_json(op: Op) -> dict[str, Any]:
     return {"op": "merge", "source": op.source, "target": op.target}
 
 
+_TRIPLE_KINDS: tuple[type[AddTriple], type[RemoveTriple]] = (AddTriple, RemoveTriple)
+
+
+def _clean(value: Any) -> bool:
+    """Whether ``value`` is a string that :func:`_text` keeps as it is (non-empty, trimmed)."""
+    return type(value) is str and bool(value) and value == value.strip()
+
+
 def checked(op: Any, index: int) -> Op:
     """``op`` as the JSON Lines reader would give it: its fields checked and trimmed by the same rules, or a
     :class:`MalformedInputError` at ``file:line`` (an operation made in Python: ``<changes>:index``, 1-based)."""
     if not isinstance(op, _KINDS):
         raise MalformedInputError("<changes>", index, f"not a change-set operation: {op!r}")
     line, path = op.line or index, op.path
+    if isinstance(op, _TRIPLE_KINDS) and _clean(op.head) and _clean(op.relation) and _clean(op.tail):
+        # what the round trip below gives a triple whose fields are trimmed, non-empty strings (the most common
+        # operation by far: a million of them spent seconds on it)
+        return op if op.line else type(op)(op.head, op.relation, op.tail, line=line, path=path)
     try:
         obj = op_to_json(op)
     except (TypeError, ValueError) as e:

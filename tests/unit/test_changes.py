@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from engine._errors import InputError, MalformedInputError
 from engine.changes.apply import entity_text
 from engine.changes.batching import batches as _batches, spool, unspool as _unspool
-from engine.changes.ops import (AddTriple, MergeEntity, Op, RemoveEntity, RemoveTriple, SetEntity, op_from_json,
-                                op_to_json, read_changes, read_triple_files)
+from engine.changes.ops import (AddTriple, MergeEntity, Op, RemoveEntity, RemoveTriple, SetEntity, checked,
+                                op_from_json, op_to_json, read_changes, read_triple_files)
 from loaders import SkipLog
 
 from helpers.living import LivingModel
@@ -227,3 +227,43 @@ def test_a_reset_reads_back_from_its_json() -> None:
     assert op_from_json(json.loads(json.dumps(op_to_json(op)))) == op
     with pytest.raises(MalformedInputError, match="reset makes the entity bare; it takes no name"):
         op_from_json({"op": "set", "key": "a", "reset": True, "name": "A"})
+
+
+#: field values of triple operations: clean strings (the fast path), strings to trim, empty ones, numbers, other types
+_FIELD = st.one_of(st.text(max_size=6), st.sampled_from([" a", "b ", "", " ", "\t", "é"]), st.integers(-3, 3),
+                   st.floats(allow_nan=False, width=32), st.booleans(), st.none())
+
+
+def _round_trip(op: object, index: int) -> object:
+    """What ``checked`` did for every operation before its fast path for triples: the JSON Lines reader's rules."""
+    try:
+        return op_from_json(op_to_json(op), line=op.line or index, path=op.path)  # type: ignore[arg-type, attr-defined]
+    except (MalformedInputError, TypeError, ValueError) as e:
+        return type(e)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([AddTriple, RemoveTriple]), _FIELD, _FIELD, _FIELD, st.integers(0, 3),
+       st.sampled_from(["", "f"]), st.integers(1, 9))
+def test_a_checked_triple_is_what_the_json_lines_rules_make_of_it(kind: type, h: object, r: object, t: object,
+                                                                  line: int, path: str, index: int) -> None:
+    """The fast path of ``checked`` for triples (fields already clean strings) gives what the round trip through
+    JSON gives, and every other value takes the round trip (trimmed, refused, numbers written as JSON)."""
+    op = kind(h, r, t, line=line, path=path)
+    want = _round_trip(op, index)
+    try:
+        got: object = checked(op, index)
+    except (MalformedInputError, TypeError, ValueError) as e:
+        got = type(e)
+    assert got == want
+    if isinstance(got, (AddTriple, RemoveTriple)):
+        assert (got.line, got.path) == (line or index, path)
+
+
+def test_the_spool_gives_back_every_kind_of_operation(tmp_path: Path) -> None:
+    ops: list[Op] = [AddTriple("a", "r", "b", line=1, path="f"), RemoveTriple("a", "r", "b", line=2),
+                     SetEntity("a", name="A", aliases=("x",), line=3), SetEntity("b", reset=True, line=4),
+                     RemoveEntity("a", line=5), MergeEntity("a", "b", line=6)]
+    with open(tmp_path / "spool", "w") as f:
+        _, n = spool(ops, f, _raise)
+    assert n == len(ops) and list(_unspool(str(tmp_path / "spool"))) == ops
