@@ -30,7 +30,9 @@ them with the classifier's knowledge of the gold template hidden, so that the al
 for the paths the classifier never saw, and half of them again as people would word them with a synonym the
 synthetic questions never used (:func:`weak_synonym`: the words naming one relation of the gold path barely stand
 out, and the classifier, not having read them, puts its mass on the path without that relation), so that the fit
-does not learn to trust the classifier as far as synthetic questions allow. Word-relation similarity is the generator's (:class:`RelationAligner`:
+does not learn to trust the classifier as far as synthetic questions allow.
+
+Word-relation similarity is the generator's (:class:`RelationAligner`:
 the cosine of the word's and the relation name's embeddings), standardised per word over the KG's relations so that
 a word names the relation it is closest to ("darling" is nearer ``spouse`` than any other relation, though not near
 it in absolute terms).
