@@ -98,10 +98,12 @@ def training_records(train: list[dict[str, Any]], train_from: str) -> list[Any]:
 
 def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]], *, name: str, k: int,
                 seed: int, router: bool = True, progress: bool = True, train_from: str = "gold",
-                records: list[Any] | None = None, unanswerable: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                records: list[Any] | None = None, unanswerable: list[dict[str, Any]] | None = None,
+                misses: Path | None = None) -> dict[str, Any]:
     """``train`` / ``test`` items: ``{"question" (with [brackets] around the topic where the data has them),
     "text" (plain), "topic", "answers", "gold" (Pattern), "hop"}``; ``records``: the training records when they
-    do not come from ``train`` (``--train-from synth``)."""
+    do not come from ``train`` (``--train-from synth``); ``misses``: a JSON Lines file for every Hits@1 miss of
+    the learned route (:func:`miss_record`)."""
     from tqdm import tqdm
 
     from engine.learned.templates import Template
@@ -124,6 +126,7 @@ def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]
     stages: dict[str, list[float]] = {s: [] for s in STAGES}
     gold_stages: dict[str, list[float]] = {s: [] for s in ("embed", "vector", "graph", "total")}
     kept: list[tuple[float, bool]] = []
+    missed = open(misses, "w", encoding="utf-8") if misses is not None else None
     given_total: list[float] = []  # Engine.ask with the gold pattern given, ms
     added: list[float] = []  # learned minus given, per question, ms
     for q in tqdm(test, desc="learned vs gold", unit="q", disable=not progress):
@@ -159,6 +162,10 @@ def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]
         h["g3"] += g3
         h["n"] += 1
         kept.append((ans.pattern_probability or 0.0, h1))
+        if missed is not None and not h1:
+            missed.write(json.dumps(miss_record(q, ans, want, g1)) + "\n")
+    if missed is not None:
+        missed.close()
 
     def share(key: str) -> dict[str, float]:
         return {hop: round(v[key] / max(v["n"], 1), 4) for hop, v in sorted(per_hop.items())}
@@ -194,6 +201,17 @@ def run_learned(eng: Any, train: list[dict[str, Any]], test: list[dict[str, Any]
             result["unanswerable"]["to_llm_share"] = result["router"]["unanswerable_to_llm_share"]
             result["unanswerable"]["answerable_to_llm_share"] = result["router"]["share_to_llm"]
     return result
+
+
+def miss_record(q: dict[str, Any], ans: Any, want: Any, gold_hit: bool) -> dict[str, Any]:
+    """One Hits@1 miss of the learned route: the question, its gold template, what was linked, the beam's
+    templates with their probabilities, the first answers, and whether the gold pattern hit."""
+    prop = ans.proposal
+    beam = list(zip(prop.templates, prop.template_probabilities)) if prop is not None else []
+    return {"hop": str(q["hop"]), "question": q["text"], "topic": q["topic"], "gold": want.key(),
+            "gold_hit": bool(gold_hit), "linked": [t.name for t in prop.linked] if prop is not None else [],
+            "beam": [[t.key(), round(float(p), 4)] for t, p in beam],
+            "answers": [a.entity.name for a in ans.answers[:3]], "why": prop.why if prop is not None else None}
 
 
 def run_unanswerable(eng: Any, items: list[dict[str, Any]], *, k: int, progress: bool) -> dict[str, Any]:
@@ -306,5 +324,5 @@ def read_unanswerable(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-__all__ = ["run_learned", "run_router", "run_unanswerable", "read_unanswerable", "split", "print_summary",
-           "synth_records", "training_records", "replace", "Path"]
+__all__ = ["miss_record", "run_learned", "run_router", "run_unanswerable", "read_unanswerable", "split",
+           "print_summary", "synth_records", "training_records", "replace", "Path"]

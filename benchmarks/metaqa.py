@@ -25,7 +25,8 @@ For each question the gold pattern is built from its question type (qa_*_qtype.t
 top-ranked answer entity of ``Engine.retrieve`` is checked against the gold answers (Hits@1), and the top-3
 (Hits@3). Matching reads the pattern as MetaQA does (``--injective edges``: distinct relationships, answers
 apart from the topic entity; ``nodes`` is the engine's default). Latency per stage (embed, vector, graph, total).
-``--misses FILE`` writes every Hits@1 miss for inspection. ``--oracle`` also runs the exhaustive Cypher
+``--misses FILE`` writes every Hits@1 miss for inspection (with ``--pattern learned``, the learned route's: the
+beam's templates, what was linked, the gold template). ``--oracle`` also runs the exhaustive Cypher
 oracle on the same candidates and reports agreement and speedup. Loads the KB first when the store lacks it.
 The last line is one JSON object (also benchmarks/results/metaqa.json).
 """
@@ -436,7 +437,7 @@ def run_learned_mode(eng: Any, args: argparse.Namespace) -> None:
         unanswerable = unanswerable[:20]
     result = run_learned(eng, train, test, name=f"metaqa_{args.train_from}", k=args.k, seed=args.seed,
                          router=not args.no_router, train_from=args.train_from, records=records,
-                         unanswerable=unanswerable)
+                         unanswerable=unanswerable, misses=Path(args.misses) if args.misses else None)
     print_summary(result)
     ratio = added_ratio(result["p50_ms"]["total"], result["gold_ask_p50_ms"])
     print(f"the learned ask's p50 over the gold-pattern ask's: +{ratio:.3f} (target at most +0.2)")

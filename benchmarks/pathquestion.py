@@ -1,7 +1,7 @@
 """PathQuestion benchmark (PQ-2H, PQ-3H; Zhou et al., COLING 2018): learned patterns against gold paths.
 
     python benchmarks/pathquestion.py [--hops 2,3] [--limit N] [--injective none] [--no-router] [--data DIR]
-                                      [--train-from gold|qa|synth] [--synth-n N]
+                                      [--train-from gold|qa|synth] [--synth-n N] [--kg-prefix P] [--misses FILE]
     python benchmarks/pathquestion.py --smoke    # a made-up world of 24 people, 2H and 3H, KGs dropped after
 
 Each file's KB is loaded into its own KG (``learned_pq2``, ``learned_pq3``; ``--drop`` removes them at the end).
@@ -45,6 +45,16 @@ def read_pq(path: Path, limit: int | None) -> list[dict[str, Any]]:
     return out
 
 
+def misses_file(path: Path | None, hop: str) -> Path | None:
+    """Where one file's misses go (``--misses``): ``{hop}`` in the name replaced, else ``.<hop>H`` before the
+    suffix."""
+    if path is None:
+        return None
+    if "{hop}" in path.name:
+        return path.with_name(path.name.replace("{hop}", hop))
+    return path.with_name(f"{path.stem}.{hop}H{path.suffix}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hops", default="2,3")
@@ -57,6 +67,9 @@ def main() -> None:
     ap.add_argument("--kg-prefix", default="learned_pq")
     ap.add_argument("--train-from", choices=["gold", "qa", "synth"], default="gold")
     add_synth_arguments(ap, 4000)
+    ap.add_argument("--misses", type=Path, default=None,
+                    help="write every Hits@1 miss of the learned route to FILE (JSON Lines; '{hop}' in the name "
+                         "is each file's hop, else the hop is appended)")
     ap.add_argument("--data", type=Path, default=DATA, help="folder of {2,3}H-kb.txt and PQ-{2,3}H.txt")
     args = parse_args(ap, {"kg_prefix": "bench_smoke_pq", "drop": True, "synth_n": 300, "no_router": True,
                            "data": lambda a: smoke_pathquestion()})
@@ -84,7 +97,7 @@ def main() -> None:
             shapes = ["path1", "path2"] + (["path3"] if hop == "3" else [])
             records = synth_records(eng, args.synth_n, shapes, args.seed, kg, **synth_options(args))
         result = run_learned(eng, train, test, name=kg, k=args.k, seed=args.seed, router=not args.no_router,
-                             train_from=args.train_from, records=records)
+                             train_from=args.train_from, records=records, misses=misses_file(args.misses, hop))
         print_summary(result)
         for key, value in result.items():
             if isinstance(value, dict) and key not in ("p50_ms", "p95_ms", "gold_p50_ms"):

@@ -14,6 +14,10 @@ ranks instead the relation paths that *exist* at the linked topic (up to :data:`
   walked there and back, "share a director with X", may be one step named by one word);
 * what the words leave unexplained (a word that names some relation but no step of the path) and the steps no word
   names;
+* what the question's structure says against the alignment (:mod:`engine.learned.reading`): a word continuing a
+  step from another chunk ("the heir of X 's daughter" read as the daughter alone), a chunk no word of which names
+  a step, two steps named in one chunk ("release years" read as the release year walked there and back); kind nouns
+  ("the movies directed by X") need name nothing;
 * the path's length and how many of its hops walk a relationship backwards;
 * how close the question is, as a sentence, to the path read as a phrase (:func:`verbalize`: "the gender of X's
   spouse" is near "the sex of X's darling" where the words alone are not);
@@ -23,7 +27,12 @@ ranks instead the relation paths that *exist* at the linked topic (up to :data:`
 The weights of these features (:data:`FEATURES`) are fitted on the held-out training questions
 (:func:`fit_composer`: the softmax over each question's paths at its topic, the gold path the target), a third of
 them with the classifier's knowledge of the gold template hidden, so that the alignment learns to stand on its own
-for the paths the classifier never saw. Word-relation similarity is the generator's (:class:`RelationAligner`:
+for the paths the classifier never saw, and half of them again as people would word them with a synonym the
+synthetic questions never used (:func:`weak_synonym`: the words naming one relation of the gold path barely stand
+out, and the classifier, not having read them, puts its mass on the path without that relation), so that the fit
+does not learn to trust the classifier as far as synthetic questions allow.
+
+Word-relation similarity is the generator's (:class:`RelationAligner`:
 the cosine of the word's and the relation name's embeddings), standardised per word over the KG's relations so that
 a word names the relation it is closest to ("darling" is nearer ``spouse`` than any other relation, though not near
 it in absolute terms).
@@ -33,23 +42,23 @@ from __future__ import annotations
 
 import math
 import random
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from engine.learned.reading import APART, OF, SAME, Roles, reading_words
 from engine.learned.templates import Template, chain
 from engine.linking.text import MASK
-from engine.linking.relations import relation_forms
+from engine.linking.relations import relation_forms, singular
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
 
-__all__ = ["FEATURES", "MAX_HOPS", "Composer", "RelationNames", "Step", "align", "chain_steps", "features",
-           "fit_composer", "graph_neighbours", "reading_words", "replica_neighbours", "topic_paths", "verbalize",
-           "word_gains"]
+__all__ = ["FEATURES", "MAX_HOPS", "Alignment", "Composer", "PathInputs", "RelationNames", "Step", "align",
+           "chain_steps", "features", "fit_composer", "graph_neighbours", "name_words", "reading_words",
+           "replica_neighbours", "synonym_examples", "topic_paths", "verbalize", "weak_synonym", "word_gains"]
 
 #: longest relation path ranked
 MAX_HOPS = 3
@@ -60,69 +69,18 @@ MAX_PATHS = 3_000
 #: the floor of the classifier's probability of a template it knows (one it does not know gets ``1 / paths``: no
 #: evidence either way, the ``unseen`` feature saying so)
 FLOOR = 1e-6
-#: the alignment's own costs: a word continuing a step, a word left unexplained, a step no word names
+#: the alignment's own costs: a word continuing a step, a step no word names
 CONTINUE, UNNAMED = 0.5, 0.5
+#: the alignment's costs for what the question's structure says (:mod:`engine.learned.reading`): a word continuing
+#: a step from another chunk, a chunk no word of which names a step, two words of one chunk naming two steps
+CROSS, CHUNK, SPLIT = 0.5, 0.5, 0.5
 FEATURES = ("named", "continued", "unexplained", "unnamed_steps", "one_hop", "two_hops", "three_hops",
-            "inverse_hops", "there_and_back", "classifier_logp", "unseen", "phrase", "named_in_order")
+            "inverse_hops", "there_and_back", "classifier_logp", "unseen", "phrase", "named_in_order", "crossed",
+            "unexplained_chunks", "split")
 
 Step = tuple[str, bool]  # (relation name, the relationship leaves the walk's side)
 #: per entity eid: (relation name, leaves it, the entities it leads to)
 Neighbours = Callable[[Sequence[int]], Mapping[int, Sequence[tuple[str, bool, Sequence[int]]]]]
-
-_BE = frozenset({"is", "was", "are", "were"})
-_ARTICLES = frozenset({"a", "an", "the"})
-_POSSESSIVE = re.compile(r"\s*['’]s\b")
-_TOKENS = re.compile(r"'s|[^\W_]+")
-
-
-def reading_words(masked: str, function_words: Iterable[str]) -> list[list[str]]:
-    """The orders in which a masked question may name the relations walked from its topic, the likeliest first
-    (then the words after the mask before those before it, and the other way round). The likeliest: where a word
-    that names something follows the (first) mask at once and "by" does not come before it, the topic is inside a
-    clause of its own and the words after it come first ("the films X acted in ...", "the X written movies"); else
-    the words of the possessive chain right after it ("X 's children 's mother", or the relation it is named by:
-    "the ones that have X as director", "the ones X was the director of"), then the words before it from the
-    nearest outwards ("the place of birth of X ..." -> birth, place), then the other words after it ("the films
-    directed by X were written by whom" -> directed, films, written). Without a mask, the words from the last
-    backwards."""
-    skip = set(function_words) | {MASK.lower()}
-    toks = [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))]
-    at = toks.index(MASK.lower()) if MASK.lower() in toks else len(toks)
-    after, before = toks[at + 1:], [w for w in reversed(toks[:at]) if w not in skip]
-
-    def content(ws: Sequence[str]) -> list[str]:
-        return [w for w in ws if w not in skip and w != "'s"]
-
-    def named(i: int) -> bool:  # the word after the mask at i names something
-        return i < len(after) and after[i] not in skip and after[i] != "'s"
-
-    # the topic begins a clause of its own when a word follows it at once, and either a noun comes before it ("the
-    # films X acted in") or a second word follows ("the director of X written movies"); not after "by" ("directed
-    # by X released") nor inside "of X" ("where did the father of X die": the father died)
-    others = [content(after) + before, before + content(after)]  # the two plain orders, for the others' sake
-    if named(0) and (at == 0 or toks[at - 1] not in skip or named(1)) and not (at > 0 and toks[at - 1] == "by"):
-        return _distinct([content(after) + before, *others])
-    def name_from(i: int) -> int:  # the end of the name that starts at i ("of" may join its words)
-        while i < len(after) and (after[i] not in skip or (after[i] == "of" and named(i + 1))):
-            i += 1
-        return i
-
-    end = 0  # the possessive chain: "'s" and the name after each ("X 's other half 's father")
-    while end < len(after) and after[end] == "'s":
-        end += 1
-        while end < len(after) and after[end] in skip and after[end] != "'s" and named(end + 1):
-            end += 1
-        end = name_from(end)
-    if end == 0 and after[:1] == ["as"]:  # "the ones that have X as director": the topic's own relation
-        end = name_from(1)
-    elif end == 0 and len(after) > 2 and after[0] in _BE and after[1] in _ARTICLES:  # "X was the director of"
-        end = name_from(2)
-    return _distinct([content(after[:end]) + before + content(after[end:]), *others])
-
-
-def _distinct(orders: Sequence[list[str]]) -> list[list[str]]:
-    return [o for k, o in enumerate(orders) if o not in orders[:k]]
-
 
 class RelationNames:
     """How well words name each of the KG's relations: the best cosine of the word and the relation's names, its
@@ -261,46 +219,95 @@ def _segments(steps: Sequence[Step]) -> list[list[tuple[str, int]]]:
     return [plain] if merged == plain else [plain, merged]
 
 
-_State = tuple[float, float, float, float, int]
+class Alignment(NamedTuple):
+    """What :func:`align` found: the gains of the words naming and continuing steps, the cost of the words left
+    unexplained, the steps no word names, the total it maximised, and what the question's structure says against it
+    (words continuing a step across chunks, chunks of which no word names a step, chunks naming two steps)."""
+
+    named: float
+    continued: float
+    unexplained: float
+    unnamed: int
+    total: float
+    crossed: int = 0
+    unexplained_chunks: int = 0
+    split: int = 0
 
 
-def align(gain: np.ndarray, cols: Sequence[int], unexplained: np.ndarray) -> tuple[float, float, float, int, float]:
+_Key = tuple[int, int, bool, bool, bool]  # (words read, steps begun, the last step was named, the chunk is
+#                                           explained, the word before was aligned)
+_Value = tuple[float, float, float, float, int, int, int, int]  # the totals of Alignment, the total first
+
+
+def align(gain: np.ndarray, cols: Sequence[int], unexplained: np.ndarray, roles: Roles | None = None,
+          names: Sequence[frozenset[str]] | None = None) -> Alignment:
     """The best monotone alignment of the reading words (rows of ``gain`` [words, relations]: how well each names
     each relation) to a path's steps (their relation columns ``cols``, in walking order): each word names the step
     it is aligned to, continues it (a second word of one name that names it too: "place of birth") or names none
-    (costing ``unexplained[word]``); a step may be named by no word (:data:`UNNAMED`). Returns (the named gain, the
-    continued gain, the unexplained cost, the steps named by no word, the total the alignment maximised)."""
+    (costing ``unexplained[word]``); a step may be named by no word (:data:`UNNAMED`). With the words' ``roles``
+    (:func:`engine.learned.reading.word_roles`) the question's structure counts too: a word continuing a step from
+    another chunk (:data:`CROSS`; across "of" only where both words are of the relation's own name, ``names[col]``),
+    a chunk no word of which is aligned (:data:`CHUNK`), a word naming the next step in the chunk of the word that
+    named the one before (:data:`SPLIT`); a kind noun costs nothing unexplained and names only the last step."""
     n, k = gain.shape[0], len(cols)
-    # state (words read, steps begun, the last step begun was named): (total, named, continued, unexplained, unnamed)
-    best: dict[tuple[int, int, bool], _State] = {(0, 0, False): (0.0, 0.0, 0.0, 0.0, 0)}
+    best: dict[_Key, _Value] = {(0, 0, False, True, False): (0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0)}
 
-    def put(key: tuple[int, int, bool], v: _State) -> None:
+    def put(key: _Key, v: _Value) -> None:
         cur = best.get(key)
         if cur is None or v[0] > cur[0]:
             best[key] = v
 
     for j in range(n + 1):
         for i in range(k + 1):
-            for named in (False, True):
-                v = best.get((j, i, named))
-                if v is None:
-                    continue
-                tot, nam, con, une, unn = v
-                if i < k:  # the next step named by no word
-                    put((j, i + 1, False), (tot - UNNAMED, nam, con, une, unn + 1))
-                if j == n:
-                    continue
-                cost = float(unexplained[j])
-                put((j + 1, i, named), (tot - cost, nam, con, une + cost, unn))
-                g = float(gain[j, cols[i - 1]]) if named else 0.0
-                if g > 0:  # a further word of the step just named, that names its relation too
-                    put((j + 1, i, True), (tot + CONTINUE * g, nam, con + g, une, unn))
-                if i < k:
-                    g = float(gain[j, cols[i]])
-                    put((j + 1, i + 1, True), (tot + g, nam + g, con, une, unn))
-    ends = [best[key] for key in ((n, k, False), (n, k, True)) if key in best]
-    tot, nam, con, une, unn = max(ends, key=lambda v: v[0])  # (there is one: every step may go unnamed)
-    return nam, con, une, unn, tot
+            for flags in _FLAGS:
+                v = best.get((j, i, *flags))
+                if v is not None:
+                    for key, nv in _moves(gain, cols, unexplained, roles, names, (j, i, *flags), v):
+                        put(key, nv)
+    ends = []
+    for (j, i, _, explained, _), v in best.items():
+        if j == n and i == k:
+            pen = int(roles is not None and n > 0 and not explained)
+            ends.append((v[0] - CHUNK * pen, *v[1:6], v[6] + pen, v[7]))
+    tot, nam, con, une, unn, crs, chunks, spl = max(ends, key=lambda v: v[0])  # (there is one: steps may go unnamed)
+    return Alignment(nam, con, une, unn, tot, crs, chunks, spl)
+
+
+_FLAGS = [(a, b, c) for a in (False, True) for b in (False, True) for c in (False, True)]
+
+
+def _moves(gain: np.ndarray, cols: Sequence[int], unexplained: np.ndarray, roles: Roles | None,
+           names: Sequence[frozenset[str]] | None, key: _Key, v: _Value) -> list[tuple[_Key, _Value]]:
+    """The alignment's moves from one state (:func:`align`): the next step named by no word, or the next word left
+    unexplained, continuing the step named last, or naming the next step."""
+    j, i, named, explained, aligned = key
+    tot, nam, con, une, unn, crs, chunks, spl = v
+    n, k = gain.shape[0], len(cols)
+    out: list[tuple[_Key, _Value]] = []
+    if i < k:
+        out.append(((j, i + 1, False, explained, False), (tot - UNNAMED, nam, con, une, unn + 1, crs, chunks, spl)))
+    if j == n:
+        return out
+    join = roles.joins[j] if roles is not None else SAME
+    kind = roles is not None and roles.kinds[j]
+    opens = roles is not None and j > 0 and join != SAME  # word j opens a chunk: the one before ends here
+    pen = int(opens and not explained)
+    tot, chunks = tot - CHUNK * pen, chunks + pen
+    explained = (explained and not opens and j > 0) or kind
+    cost = 0.0 if kind else float(unexplained[j])
+    out.append(((j + 1, i, named, explained, False), (tot - cost, nam, con, une + cost, unn, crs, chunks, spl)))
+    g = float(gain[j, cols[i - 1]]) if named else 0.0
+    if g > 0:  # a further word of the step just named, that names its relation too
+        x = int(roles is not None and (join == APART or (join == OF and not (
+            names is not None and {roles.words[j], roles.words[j - 1]} <= names[cols[i - 1]]))))
+        out.append(((j + 1, i, True, True, True),
+                    (tot + CONTINUE * g - CROSS * x, nam, con + g, une, unn, crs + x, chunks, spl)))
+    if i < k and (not kind or i == k - 1):
+        g = float(gain[j, cols[i]])
+        s = int(roles is not None and aligned and join == SAME and not kind and not roles.kinds[j - 1])
+        out.append(((j + 1, i + 1, True, True, True),
+                    (tot + g - SPLIT * s, nam + g, con, une, unn, crs, chunks, spl + s)))
+    return out
 
 
 def word_gains(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -336,34 +343,123 @@ def verbalize(steps: Sequence[Step]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def name_words(col: Mapping[str, int]) -> list[frozenset[str]]:
+    """Per relation column, the words of the relation's own names (:func:`relation_forms`), singular and as written:
+    "place of birth" is one name, so "place" may continue "birth" across "of"."""
+    out: list[frozenset[str]] = [frozenset()] * (max(col.values(), default=-1) + 1)
+    for rel, c in col.items():
+        f = relation_forms(rel)
+        words = {w for name in (f.phrase, *f.nouns) for w in name.split()}
+        out[c] = frozenset(words | {singular(w) for w in words})
+    return out
+
+
 def features(readings: Sequence[tuple[np.ndarray, np.ndarray]], col: Mapping[str, int],
              paths: Sequence[Sequence[Step]], logp: Sequence[float | None],
-             phrase: Sequence[float] | None = None) -> np.ndarray:
+             phrase: Sequence[float] | None = None, roles: Sequence[Roles] | None = None) -> np.ndarray:
     """``[paths, len(FEATURES)]``: each path's features (see the module docstring), its alignment the best over the
-    question's reading orders (``readings``: per order, :func:`word_gains` of its words, the likeliest first) and
-    the ways of naming its steps, ``named_in_order`` the named gain of the best alignment to the likeliest order;
+    question's reading orders (``readings``: per order, :func:`word_gains` of its words, the likeliest first;
+    ``roles``: per order, its words' :class:`~engine.learned.reading.Roles`, None to read no structure) and the
+    ways of naming its steps, ``named_in_order`` the named gain of the best alignment to the likeliest order;
     ``logp``: the log of the classifier's probability of each path's template, None where it does not know it;
     ``phrase``: the cosine of the masked question and the path's :func:`verbalize` (the best of its forms; 0
-    without)."""
+    without). Paths of the same relations (in other directions) share their alignments."""
     out = np.zeros((len(paths), len(FEATURES)), dtype=np.float64)
     uninformed = -math.log(max(len(paths), 1))
+    names = name_words(col) if roles is not None else None
+    done: dict[tuple[int, ...], Alignment] = {}
+
+    def aligned(cols: tuple[int, ...], k: int) -> Alignment:
+        key = (k, *cols)
+        if key not in done:
+            gain, unexplained = readings[k]
+            done[key] = align(gain, cols, unexplained, roles[k] if roles is not None else None, names)
+        return done[key]
+
     for p, (steps, lp) in enumerate(zip(paths, logp)):
-        best: tuple[float, float, float, int, float] | None = None
-        first: tuple[float, float, float, int, float] | None = None
+        best: Alignment | None = None
+        first: Alignment | None = None
         merged = 0
         for seg in _segments(steps):
-            cols = [col[r] for r, _ in seg]
-            for k, (gain, unexplained) in enumerate(readings):
-                got = align(gain, cols, unexplained)
-                if best is None or got[4] > best[4]:
+            cols = tuple(col[r] for r, _ in seg)
+            for k in range(len(readings)):
+                got = aligned(cols, k)
+                if best is None or got.total > best.total:
                     best, merged = got, sum(h == 2 for _, h in seg)
-                if k == 0 and (first is None or got[4] > first[4]):
+                if k == 0 and (first is None or got.total > first.total):
                     first = got
         assert best is not None and first is not None
-        k = len(steps)
-        out[p] = (best[0], best[1], best[2], best[3], k == 1, k == 2, k >= 3, sum(not o for _, o in steps), merged,
-                  max(lp, math.log(FLOOR)) if lp is not None else uninformed, lp is None,
-                  phrase[p] if phrase is not None else 0.0, first[0])
+        n = len(steps)
+        out[p] = (best.named, best.continued, best.unexplained, best.unnamed, n == 1, n == 2, n >= 3,
+                  sum(not o for _, o in steps), merged, max(lp, math.log(FLOOR)) if lp is not None else uninformed,
+                  lp is None, phrase[p] if phrase is not None else 0.0, first.named, best.crossed,
+                  best.unexplained_chunks, best.split)
+    return out
+
+
+@dataclass(frozen=True)
+class PathInputs:
+    """What :func:`features` ranks a question's paths from (kept apart so that the fit can make variants of it:
+    :func:`weak_synonym`)."""
+
+    readings: list[tuple[np.ndarray, np.ndarray]]
+    roles: list[Roles] | None
+    col: Mapping[str, int]
+    paths: list[tuple[Step, ...]]
+    logp: list[float | None]
+    phrase: list[float] | None
+
+    def features(self) -> np.ndarray:
+        return features(self.readings, self.col, self.paths, self.logp, self.phrase, self.roles)
+
+
+def weak_synonym(inputs: PathInputs, gold: int, rng: random.Random, *, flatten: tuple[float, float] = (0.2, 0.6),
+                 doubt: tuple[float, float] = (2.0, 8.0)) -> PathInputs | None:
+    """The question as people ask it with a word the embeddings barely tie to one relation of its gold path ("X 's
+    darling 's sex" for "X 's spouse 's gender"): for one step of the gold path (drawn), the words that name its
+    relation best have their gains over all relations shrunk by a factor drawn from ``flatten`` (a word that stands
+    out less; what leaving it unexplained costs follows), and the classifier, which has not read the word, puts its
+    mass on the gold path without that step (the most probable template it gives) and its probability of the gold
+    path falls by ``e ** d``, ``d`` drawn from ``doubt``. None for a path of one step, or when the gold path less the
+    step is not a path at the topic."""
+    steps = inputs.paths[gold]
+    if len(steps) < 2:
+        return None
+    i = rng.randrange(len(steps))
+    shorter = tuple(s for k, s in enumerate(steps) if k != i)
+    if shorter not in inputs.paths:
+        return None
+    c, factor = inputs.col[steps[i][0]], rng.uniform(*flatten)
+    readings = []
+    for gain, unexplained in inputs.readings:
+        gain, unexplained = gain.copy(), unexplained.copy()
+        top = float(gain[:, c].max()) if len(gain) else 0.0
+        for j in np.flatnonzero(gain[:, c] >= top - 1e-9) if top > 0 else ():
+            gain[j] *= factor
+            unexplained[j] = max(3 * float(gain[j].max()) - 1.0, 0.0)  # as word_gains makes it, z = 3 * gain
+        readings.append((gain, unexplained))
+    logp = list(inputs.logp)
+    likeliest = max((x for x in logp if x is not None), default=0.0)
+    d = rng.uniform(*doubt)
+    if logp[gold] is not None:
+        logp[gold] = float(logp[gold]) - d  # type: ignore[arg-type]  # (checked just before)
+    s = inputs.paths.index(shorter)
+    logp[s] = max(float(logp[s]), likeliest) if logp[s] is not None else likeliest  # type: ignore[arg-type]
+    return replace(inputs, readings=readings, logp=logp)
+
+
+def synonym_examples(examples: Sequence[tuple[PathInputs, int]], share: float = 0.5,
+                     seed: int = 0) -> list[tuple[np.ndarray, int]]:
+    """For a share ``share`` of ``examples`` (``(inputs, the gold path's row)``, drawn with ``seed``), the features
+    of its :func:`weak_synonym` variant and its gold row: examples of what a classifier fitted on synthetic wordings
+    does with people's synonyms, which its held-out synthetic questions never show the composer's fit."""
+    rng = random.Random(seed)
+    out = []
+    for inputs, gold in examples:
+        if rng.random() < share:
+            weak = weak_synonym(inputs, gold, rng)
+            if weak is not None:
+                out.append((weak.features(), gold))
     return out
 
 
@@ -399,7 +495,7 @@ class Composer:
 
 
 #: the starting weights of the fit (and what an alignment-only composer would use)
-PRIOR = (1.0, 0.5, -1.0, -0.5, 0.0, 0.0, 0.0, -0.2, 0.0, 0.3, 0.0, 2.0, 0.5)
+PRIOR = (1.0, 0.5, -1.0, -0.5, 0.0, 0.0, 0.0, -0.2, 0.0, 0.3, 0.0, 2.0, 0.5, -1.0, -1.0, -1.0)
 
 
 def fit_composer(examples: Sequence[tuple[np.ndarray, int]], *, l2: float = 1e-2, hide: float = 1 / 3,

@@ -71,8 +71,9 @@ from engine._errors import CheckpointError, InputError
 from engine.linking.local import local_names
 from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
-from engine.learned.compose import (Composer, RelationNames, features, graph_neighbours, path_template, reading_words,
+from engine.learned.compose import (Composer, PathInputs, RelationNames, graph_neighbours, path_template,
                                     replica_neighbours, topic_paths, verbalize, word_gains)
+from engine.learned.reading import kind_nouns, reading_positions, word_roles
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -946,6 +947,13 @@ class PatternGenerator:
         relation paths at the topic, their features, and the classifier's mass on the templates that fit (``q``:
         its probabilities, 0 for those that do not), which the composer's probabilities are scaled to; None for a
         question of several topics, a topic with no path, or no mass."""
+        got = self.path_inputs(text, linked, q)
+        return None if got is None else (got[0], got[1].features(), got[2])
+
+    def path_inputs(self, text: str, linked: Sequence[LinkedTopic], q: np.ndarray
+                    ) -> tuple[list[Template], PathInputs, float] | None:
+        """:meth:`composition` before the features are computed: the templates, what their features are computed
+        from, and the mass."""
         mass = float(q.sum())
         if len(linked) != 1 or mass <= 0:
             return None
@@ -955,12 +963,14 @@ class PatternGenerator:
         if not paths:
             return None
         masked = mask(text, [(topic.start, topic.end)])
-        orders = reading_words(masked, FUNCTION_WORDS)
-        words = list(dict.fromkeys(w for o in orders for w in o))
+        toks, orders = reading_positions(masked, FUNCTION_WORDS)
+        kinds = kind_nouns(toks, FUNCTION_WORDS)
+        roles = [word_roles(toks, o, kinds) for o in orders]
+        words = list(dict.fromkeys(w for r in roles for w in r.words))
         vecs = np.asarray(self.encode([masked, *words]), dtype=np.float32)
         sims = aligner.sims_one(vecs[1:]) if words else np.zeros((0, len(col)), np.float32)
         row = {w: i for i, w in enumerate(words)}
-        readings = [word_gains(sims[[row[w] for w in o]].reshape(len(o), len(col))) for o in orders]
+        readings = [word_gains(sims[[row[w] for w in r.words]].reshape(len(r.words), len(col))) for r in roles]
         if self._known is None:
             self._known = {t: t for t in self.templates}
             self._index = {t: j for j, t in enumerate(self.templates)}
@@ -969,7 +979,7 @@ class PatternGenerator:
         for t in tpls:
             j = self._index.get(t)
             logp.append(math.log(max(float(q[j]) / mass, 1e-12)) if j is not None else None)
-        return tpls, features(readings, col, paths, logp, self._phrase_sims(vecs[0], paths)), mass
+        return tpls, PathInputs(readings, roles, col, paths, logp, self._phrase_sims(vecs[0], paths)), mass
 
     def _phrase_sims(self, question: np.ndarray, paths: Sequence[Sequence[tuple[str, bool]]]) -> list[float]:
         """Per path, the best cosine of the masked question's embedding and the path's phrases (each phrase embedded

@@ -52,7 +52,7 @@ from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, Rel
                                       featurize, ngram_ids, question_texts, question_vectors, relation_words,
                                       save_generator, shape_ids, skeleton_index)
 from engine.linking.text import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
-from engine.learned.compose import Composer, chain_steps, fit_composer
+from engine.learned.compose import Composer, PathInputs, chain_steps, fit_composer, synonym_examples
 from engine.learned.templates import PathHit, Template, path_reach, reaching_paths
 from engine.learned.unanswerable import reworded_questions, unanswerable_questions, usable_words
 from engine.retrieval.pattern import Pattern
@@ -67,6 +67,9 @@ __all__ = ["Calibration", "GeneratorRecord", "GeneratorSettings", "TrainedGenera
 
 #: a training question longer than this (characters) is left out
 MAX_QUESTION_CHARS = 2_000
+#: the share of the composer's held-out questions fitted on again with one relation named by a weak synonym
+#: (engine.learned.compose.synonym_examples)
+SYNONYM_SHARE = 0.5
 
 
 @dataclass
@@ -616,10 +619,11 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
 
 def _fit_composer(gen: PatternGenerator, records: Sequence[GeneratorRecord], seed: int) -> tuple[Composer | None, int]:
     """The composer's weights (:func:`engine.learned.compose.fit_composer`) on the one-topic chain questions among
-    ``records`` whose topic the generator links right and whose gold path is among the paths at it: each question
-    read as :meth:`PatternGenerator.propose` reads it. Returns the composer (None with no such question) and how
-    many questions it was fitted on."""
-    examples: list[tuple[np.ndarray, int]] = []
+    ``records`` whose topic the generator links right and whose gold path is among the paths at it, each read as
+    :meth:`PatternGenerator.propose` reads it, and on :data:`SYNONYM_SHARE` of them again with one relation named by
+    a weak synonym (:func:`engine.learned.compose.synonym_examples`). Returns the composer (None with no such
+    question) and how many questions it was fitted on."""
+    examples: list[tuple[PathInputs, int]] = []
     for r in records:
         if r.template is None or len(r.topics) != 1 or chain_steps(r.template) is None:
             continue
@@ -630,11 +634,12 @@ def _fit_composer(gen: PatternGenerator, records: Sequence[GeneratorRecord], see
         linked = readings[i]
         if [normalize_name(t.name) for t in linked] != [normalize_name(r.topics[0])]:
             continue
-        got = gen.composition(r.text, linked, np.where(ok, p[:-1], 0.0))
+        got = gen.path_inputs(r.text, linked, np.where(ok, p[:-1], 0.0))
         if got is None or r.template not in got[0]:
             continue
         examples.append((got[1], got[0].index(r.template)))
-    return fit_composer(examples, seed=seed), len(examples)
+    rows = [(inputs.features(), g) for inputs, g in examples]
+    return fit_composer(rows + synonym_examples(examples, SYNONYM_SHARE, seed), seed=seed), len(examples)
 
 
 def _names_relation(aligner: RelationAligner) -> Callable[[Sequence[str]], list[bool]]:
