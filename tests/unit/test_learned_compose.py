@@ -215,3 +215,34 @@ def test_composer_round_trips_and_refuses_what_it_is_not() -> None:
         Composer.from_json({"features": list(FEATURES), "weights": [math.nan] * len(FEATURES)})
     with pytest.raises(ValueError, match="finite"):
         Composer.from_json({"features": list(FEATURES), "weights": [1.0]})
+
+
+def test_readings_are_compared_by_the_composed_score_and_the_linking_confidence() -> None:
+    """The linker's sure reading (a full name) against a common word matched within a typo that the classifier
+    prefers: the composer's best path score plus the log of the confidence decides, and the compositions are kept
+    for the caller."""
+    from types import SimpleNamespace
+
+    from engine.learned.generator import PatternGenerator
+    from engine.linking.text import LinkedTopic
+
+    name = LinkedTopic("Zoe Bell", "Zoe Bell", (1,), 0.88, 41, 49)
+    typo = LinkedTopic("person", "Persona", (2,), 0.03, 6, 12)
+    best_scores = {1: 2.0, 2: 4.0}  # the composer's best path score at each topic
+
+    def composition(text: str, linked: Sequence[object], q: np.ndarray) -> object:
+        eid = linked[0].eids[0]  # type: ignore[attr-defined]
+        return ["t"], np.array([[best_scores[eid]], [0.0]]), float(q.sum())
+
+    fake = SimpleNamespace(composition=composition, ckpt=SimpleNamespace(composer=Composer((1.0,))))
+    p, ok = np.array([0.9, 0.1]), np.array([True])
+    kept: dict[int, object] = {}
+    scored = {0: (p, ok), 1: (p, ok)}
+    # 2 + log .88 > 4 + log .03: the sure name wins though the typo's path scores higher
+    assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], scored, kept) == 0  # type: ignore[arg-type]
+    assert set(kept) == {0, 1}
+    best_scores[2] = 8.0  # far better explained at the other topic: it wins
+    assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], scored, {}) == 1  # type: ignore[arg-type]
+    several = {0: (p, ok), 1: (p, ok)}
+    fake.composition = lambda text, linked, q: None  # nothing composed: the first reading stays
+    assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], several, {}) == 0  # type: ignore[arg-type]
