@@ -64,6 +64,17 @@ def test_word_roles_join_words_of_one_chunk_by_of_or_apart() -> None:
     assert wh.words == ("spouse", "nationality") and wh.joins == (APART, SAME)
 
 
+def test_a_copula_parts_the_noun_asked_for_from_the_kind_noun_it_asks_about() -> None:
+    """"what types are the movies directed by X": "types" asks something of the movies, so it is a chunk of its own
+    (which a path must name) rather than one with the kind noun "movies" (which names nothing)."""
+    types = roles_of("what types are the movies directed by X")[0]
+    assert types.words == ("directed", "movies", "types")
+    assert types.joins == (APART, SAME, APART) and types.kinds == (False, True, False)
+    # no kind noun after the copula ("what films are directed by X"), or none between: one chunk as before
+    assert roles_of("what films are directed by X")[0].joins == (APART, SAME)
+    assert roles_of("which person is the director of X")[0].joins == (APART, SAME)
+
+
 def _gains(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
     return word_gains(np.array(rows, dtype=np.float32))
 
