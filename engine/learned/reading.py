@@ -36,11 +36,12 @@ _ARTICLES = frozenset({"a", "an", "the"})
 _WH = frozenset({"what", "which"})
 _RELATIVE = frozenset({"that", "which", "whose", "who", "whom", "where"})
 _POSSESSIVE = re.compile(r"\s*['’]s\b")
-_TOKENS = re.compile(r"'s|[^\W_]+")
+_TOKENS = re.compile(r"'s|[^\W_]+(?:-[^\W_]+)*")
 
 
 def tokens(masked: str) -> list[str]:
-    """The lower-cased tokens of a masked question, a possessive ``'s`` one token."""
+    """The lower-cased tokens of a masked question, a possessive ``'s`` one token and a hyphenated compound one word
+    ("co-wrote" names a writer; its "co" alone is as near a director)."""
     return [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))]
 
 

@@ -14,7 +14,7 @@ from engine.learned.compose import (FEATURES, PathInputs, align, features, name_
                                     weak_synonym, word_gains)
 from engine.learned.generator import FUNCTION_WORDS
 from engine.learned.reading import (APART, OF, SAME, is_participle, kind_nouns, reading_positions, reading_words,
-                                    word_roles)
+                                    tokens, word_roles)
 
 
 def roles_of(masked: str) -> list:
@@ -163,3 +163,9 @@ def test_synonym_examples_are_a_share_of_the_examples_each_with_its_gold_row() -
     # a variant drops the step its synonym names: only the gender step has a shorter path (spouse alone) here
     assert 0 < len(half) < len(every) < 40
     assert synonym_examples(examples, share=0.0) == []
+
+
+def test_a_hyphenated_compound_is_one_reading_word() -> None:
+    assert reading_words("which screenwriters co-wrote films with X", FUNCTION_WORDS)[0] == [
+        "films", "co-wrote", "screenwriters"]
+    assert tokens("X 's co-star 's mother") == ["x", "'s", "co-star", "'s", "mother"]
