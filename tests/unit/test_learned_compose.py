@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.learned.compose import (FEATURES, FLOOR, Composer, align, chain_steps, features, fit_composer,
-                                    path_template, reading_words, topic_paths, word_gains)
+                                    path_template, reading_words, topic_paths, turned_by_another, word_gains)
 from engine.learned.generator import FUNCTION_WORDS
 from engine.learned.templates import Template, chain
 
@@ -246,3 +246,15 @@ def test_readings_are_compared_by_the_composed_score_and_the_linking_confidence(
     several = {0: (p, ok), 1: (p, ok)}
     fake.composition = lambda text, linked, q: None  # nothing composed: the first reading stays
     assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], several, {}) == 0  # type: ignore[arg-type]
+
+
+def test_a_turn_back_by_another_relation_is_counted() -> None:
+    """Out to the writer, back in by the director: a turn the forward walk of the synthetic questions never takes;
+    back by the same relation ("share a writer"), or backwards from the start, is no such turn."""
+    assert turned_by_another([("written_by", True), ("directed_by", False)]) == 1
+    assert turned_by_another([("written_by", True), ("written_by", False), ("directed_by", True)]) == 0
+    assert turned_by_another([("starred_actors", False), ("directed_by", True)]) == 0
+    assert turned_by_another([("a", True), ("b", False), ("c", True), ("d", False)]) == 2
+    f = features([word_gains(np.array([[0.9, 0.1, 0.0]], dtype=np.float32))], {"written_by": 0, "directed_by": 1},
+                 [(("written_by", True), ("directed_by", False))], [None])
+    assert f[0, FEATURES.index("turned_by_another")] == 1
