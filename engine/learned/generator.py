@@ -834,7 +834,7 @@ class PatternGenerator:
                 if got > best_joint:
                     best, best_joint = i, got
             if best != first and self.ckpt.composer is not None:
-                best = self._composed_choice(text, readings, {k: (ps[k], fits[k][0]) for k in (first, best)},
+                best = self._composed_choice(text, readings, {k: (ps[k], fits[k][0]) for k in (best, first)},
                                              composed if composed is not None else {})
         return best, ps[best], fits[best][0], fits[best][1]
 
@@ -845,19 +845,20 @@ class PatternGenerator:
         The classifier's probability of the templates that fit a topic falls to almost nothing where it reads a
         wording it never saw in the wrong direction ("which person directed the films acted by X" read as
         asking a film's director), and a common word the linker matched within a typo ("person" as the film
-        *Persona*) then wins by it; the composer, which reads every path at each topic, does not depend on it. A
-        reading of several topics, or none the composer reads, scores nothing."""
-        best, top = next(iter(scored)), -math.inf
+        *Persona*) then wins by it; the composer, which reads every path at each topic, does not depend on it.
+        Where the composer cannot read one of them (a reading of several topics: "what has director X and actor
+        Y"), the first of ``scored`` stays."""
+        default, best, top = next(iter(scored)), -1, -math.inf
         for k, (p, ok) in scored.items():
             got = self.composition(text, readings[k], np.where(ok, p[:-1], 0.0))
             composed[k] = got
             if got is None or self.ckpt.composer is None:
-                continue
+                return default
             conf = float(np.prod([t.confidence for t in readings[k]]))
             score = float(self.ckpt.composer.scores(got[1]).max()) + math.log(max(conf, 1e-12))
             if score > top:
                 best, top = k, score
-        return best
+        return best if best >= 0 else default
 
     def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
               ) -> list[tuple[np.ndarray, list[set[tuple[str, bool]]]]]:

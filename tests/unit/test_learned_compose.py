@@ -237,15 +237,16 @@ def test_readings_are_compared_by_the_composed_score_and_the_linking_confidence(
     fake = SimpleNamespace(composition=composition, ckpt=SimpleNamespace(composer=Composer((1.0,))))
     p, ok = np.array([0.9, 0.1]), np.array([True])
     kept: dict[int, object] = {}
-    scored = {0: (p, ok), 1: (p, ok)}
+    scored = {1: (p, ok), 0: (p, ok)}  # the classifier's choice first, then the linker's first reading
     # 2 + log .88 > 4 + log .03: the sure name wins though the typo's path scores higher
     assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], scored, kept) == 0  # type: ignore[arg-type]
     assert set(kept) == {0, 1}
     best_scores[2] = 8.0  # far better explained at the other topic: it wins
     assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], scored, {}) == 1  # type: ignore[arg-type]
-    several = {0: (p, ok), 1: (p, ok)}
-    fake.composition = lambda text, linked, q: None  # nothing composed: the first reading stays
-    assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], several, {}) == 0  # type: ignore[arg-type]
+    # one of them not composed (several topics): the classifier's choice stays
+    fake.composition = lambda text, linked, q: None if len(linked) > 1 else composition(text, linked, q)
+    both = [[name], [typo, name]]
+    assert PatternGenerator._composed_choice(fake, "q", both, scored, {}) == 1  # type: ignore[arg-type]
 
 
 def test_a_turn_back_by_another_relation_is_counted() -> None:
