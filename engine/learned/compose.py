@@ -18,7 +18,10 @@ ranks instead the relation paths that *exist* at the linked topic (up to :data:`
   step from another chunk ("the heir of X 's daughter" read as the daughter alone), a chunk no word of which names
   a step, two steps named in one chunk ("release years" read as the release year walked there and back); kind nouns
   ("the movies directed by X") need name nothing;
-* the path's length and how many of its hops walk a relationship backwards;
+* the path's length, how many of its hops walk a relationship backwards, and how many times it turns back by another
+  relation than the one it came by (:func:`turned_by_another`: "the films directed by the writer of X"), which the
+  synthetic questions' forward walk never does (it turns back only at a dead end, by the relation it came by), so
+  that the fit learns how far people's questions follow the walk too;
 * how close the question is, as a sentence, to the path read as a phrase (:func:`verbalize`: "the gender of X's
   spouse" is near "the sex of X's darling" where the words alone are not);
 * the classifier's probability of the path's template where it knows the template (one over the number of paths,
@@ -58,7 +61,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FEATURES", "MAX_HOPS", "Alignment", "Composer", "PathInputs", "RelationNames", "Step", "align",
            "chain_steps", "features", "fit_composer", "graph_neighbours", "name_words", "reading_words",
-           "replica_neighbours", "synonym_examples", "topic_paths", "verbalize", "weak_synonym", "word_gains"]
+           "replica_neighbours", "synonym_examples", "topic_paths", "turned_by_another", "verbalize", "weak_synonym",
+           "word_gains"]
 
 #: longest relation path ranked
 MAX_HOPS = 3
@@ -76,7 +80,7 @@ CONTINUE, UNNAMED = 0.5, 0.5
 CROSS, CHUNK, SPLIT = 0.5, 0.5, 0.5
 FEATURES = ("named", "continued", "unexplained", "unnamed_steps", "one_hop", "two_hops", "three_hops",
             "inverse_hops", "there_and_back", "classifier_logp", "unseen", "phrase", "named_in_order", "crossed",
-            "unexplained_chunks", "split")
+            "unexplained_chunks", "split", "turned_by_another")
 
 Step = tuple[str, bool]  # (relation name, the relationship leaves the walk's side)
 #: per entity eid: (relation name, leaves it, the entities it leads to)
@@ -393,8 +397,16 @@ def features(readings: Sequence[tuple[np.ndarray, np.ndarray]], col: Mapping[str
         out[p] = (best.named, best.continued, best.unexplained, best.unnamed, n == 1, n == 2, n >= 3,
                   sum(not o for _, o in steps), merged, max(lp, math.log(FLOOR)) if lp is not None else uninformed,
                   lp is None, phrase[p] if phrase is not None else 0.0, first.named, best.crossed,
-                  best.unexplained_chunks, best.split)
+                  best.unexplained_chunks, best.split, turned_by_another(steps))
     return out
+
+
+def turned_by_another(steps: Sequence[Step]) -> int:
+    """How many times the path, having walked a relationship forwards, walks the next one backwards by another
+    relation ("the films directed by the writer of X": out to the writer, back in by the director), where the
+    forward walk of :mod:`engine.evaluation.synth` turns back only by the relation it came by ("the films that
+    share a writer with X")."""
+    return sum(steps[k - 1][1] and not steps[k][1] and steps[k - 1][0] != steps[k][0] for k in range(1, len(steps)))
 
 
 @dataclass(frozen=True)
@@ -495,7 +507,7 @@ class Composer:
 
 
 #: the starting weights of the fit (and what an alignment-only composer would use)
-PRIOR = (1.0, 0.5, -1.0, -0.5, 0.0, 0.0, 0.0, -0.2, 0.0, 0.3, 0.0, 2.0, 0.5, -1.0, -1.0, -1.0)
+PRIOR = (1.0, 0.5, -1.0, -0.5, 0.0, 0.0, 0.0, -0.2, 0.0, 0.3, 0.0, 2.0, 0.5, -1.0, -1.0, -1.0, 0.0)
 
 
 def fit_composer(examples: Sequence[tuple[np.ndarray, int]], *, l2: float = 1e-2, hide: float = 1 / 3,

@@ -768,11 +768,13 @@ class PatternGenerator:
         """The choices of topics to try for a question, best first (:meth:`engine.linking.text.LinkModel.readings`)."""
         return self.ckpt.link.readings(self.candidates(text), text, limit=limit)
 
-    def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None
-               ) -> tuple[int, Any, Any, Any]:
+    def _joint(self, text: str, readings: Sequence[list[LinkedTopic]], detail: dict[str, float] | None = None,
+               composed: dict[int, Any] | None = None) -> tuple[int, Any, Any, Any]:
         """The reading whose topics fit a template best: the first reading's pattern when it is sure (its
         probability at least the router's threshold), else the most probable of all (its best fitting template's
-        probability times its linking confidence); the first reading when no template fits any.
+        probability times its linking confidence); the first reading when no template fits any. With a composer,
+        that reading and the first are compared again by what the composer makes of each
+        (:meth:`_composed_choice`; ``composed``: their compositions by reading, for the caller to reuse).
         Returns (reading, template probabilities, which fit, profiles).
 
         One read of all the readings' topics' relations (from the replica where one is ready, else from Neo4j while
@@ -831,7 +833,32 @@ class PatternGenerator:
                 got = joint(i)[1]
                 if got > best_joint:
                     best, best_joint = i, got
+            if best != first and self.ckpt.composer is not None:
+                best = self._composed_choice(text, readings, {k: (ps[k], fits[k][0]) for k in (best, first)},
+                                             composed if composed is not None else {})
         return best, ps[best], fits[best][0], fits[best][1]
+
+    def _composed_choice(self, text: str, readings: Sequence[list[LinkedTopic]],
+                         scored: Mapping[int, tuple[Any, Any]], composed: dict[int, Any]) -> int:
+        """Of the readings ``scored`` (index -> (template probabilities, which fit)), the one whose best composed
+        path scores highest with the log of its linking confidence added (the composer's score being a log-odds).
+        The classifier's probability of the templates that fit a topic falls to almost nothing where it reads a
+        wording it never saw in the wrong direction ("which person directed the films acted by X" read as
+        asking a film's director), and a common word the linker matched within a typo ("person" as the film
+        *Persona*) then wins by it; the composer, which reads every path at each topic, does not depend on it.
+        Where the composer cannot read one of them (a reading of several topics: "what has director X and actor
+        Y"), the first of ``scored`` stays."""
+        default, best, top = next(iter(scored)), -1, -math.inf
+        for k, (p, ok) in scored.items():
+            got = self.composition(text, readings[k], np.where(ok, p[:-1], 0.0))
+            composed[k] = got
+            if got is None or self.ckpt.composer is None:
+                return default
+            conf = float(np.prod([t.confidence for t in readings[k]]))
+            score = float(self.ckpt.composer.scores(got[1]).max()) + math.log(max(conf, 1e-12))
+            if score > top:
+                best, top = k, score
+        return best if best >= 0 else default
 
     def _fits(self, readings: Sequence[list[LinkedTopic]], profiles: Sequence[set[tuple[str, bool]]]
               ) -> list[tuple[np.ndarray, list[set[tuple[str, bool]]]]]:
@@ -1032,7 +1059,8 @@ class PatternGenerator:
             why = "no entity of the KG is named in the question"
         else:
             # the topics chosen jointly with the templates that fit them
-            i, p, ok, profiles = self._joint(text, readings, detail)
+            composed: dict[int, Any] = {}
+            i, p, ok, profiles = self._joint(text, readings, detail, composed)
             linked = readings[i]
             if not ok.any() and len(linked) > 1:
                 # fewer topics: the most confident one alone
@@ -1048,9 +1076,10 @@ class PatternGenerator:
                 q = np.where(ok, p[:-1], 0.0)  # the mass on templates that do not fit is not handed on
                 conf = float(np.prod([t.confidence for t in linked]))
                 composer = self.ckpt.composer
-                composed = self.composition(text, linked, q) if composer is not None else None
-                if composer is not None and composed is not None:
-                    tpls, feats, mass = composed
+                got = composed[i] if i in composed and len(linked) == len(readings[i]) else (
+                    self.composition(text, linked, q) if composer is not None else None)
+                if composer is not None and got is not None:
+                    tpls, feats, mass = got
                     probs = composer.probabilities(feats) * mass
                     ranked = [(tpls[j], float(probs[j])) for j in np.argsort(-probs, kind="stable")[:beam]]
                 else:

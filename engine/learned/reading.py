@@ -36,11 +36,12 @@ _ARTICLES = frozenset({"a", "an", "the"})
 _WH = frozenset({"what", "which"})
 _RELATIVE = frozenset({"that", "which", "whose", "who", "whom", "where"})
 _POSSESSIVE = re.compile(r"\s*['’]s\b")
-_TOKENS = re.compile(r"'s|[^\W_]+")
+_TOKENS = re.compile(r"'s|[^\W_]+(?:-[^\W_]+)*")
 
 
 def tokens(masked: str) -> list[str]:
-    """The lower-cased tokens of a masked question, a possessive ``'s`` one token."""
+    """The lower-cased tokens of a masked question, a possessive ``'s`` one token and a hyphenated compound one word
+    ("co-wrote" names a writer; its "co" alone is as near a director)."""
     return [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))]
 
 
@@ -146,7 +147,9 @@ class Roles:
 def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int]) -> Roles:
     """The :class:`Roles` of a reading order (positions in ``toks``; ``kinds``: :func:`kind_nouns`). A word joins
     the one before it in one chunk when nothing but articles stands between them in the text, or either is the noun
-    of "what/which N" or a kind noun; by "of" when "of" alone stands between them."""
+    of "what/which N" or a kind noun, except where a copula parts the noun of "what N" from a kind noun ("what
+    types | are the movies directed by X": the noun asks something of the movies and must name a step); by "of"
+    when "of" alone stands between them."""
 
     def wh_noun(p: int) -> bool:
         return p > 0 and toks[p - 1] in _WH
@@ -158,7 +161,9 @@ def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int]) -> Ro
             continue
         j = order[k - 1]
         between = [t for t in toks[min(i, j) + 1:max(i, j)] if t not in _ARTICLES]
-        if not between or wh_noun(i) or wh_noun(j) or i in kinds or j in kinds:
+        if (wh_noun(i) or wh_noun(j)) and (i in kinds or j in kinds) and between and between[0] in _BE:
+            joins.append(APART)  # "what types | are the movies directed by": the kind is the subject, asked about
+        elif not between or wh_noun(i) or wh_noun(j) or i in kinds or j in kinds:
             joins.append(SAME)
         else:
             joins.append(OF if between == ["of"] else APART)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.learned.compose import (FEATURES, FLOOR, Composer, align, chain_steps, features, fit_composer,
-                                    path_template, reading_words, topic_paths, word_gains)
+                                    path_template, reading_words, topic_paths, turned_by_another, word_gains)
 from engine.learned.generator import FUNCTION_WORDS
 from engine.learned.templates import Template, chain
 
@@ -215,3 +215,47 @@ def test_composer_round_trips_and_refuses_what_it_is_not() -> None:
         Composer.from_json({"features": list(FEATURES), "weights": [math.nan] * len(FEATURES)})
     with pytest.raises(ValueError, match="finite"):
         Composer.from_json({"features": list(FEATURES), "weights": [1.0]})
+
+
+def test_readings_are_compared_by_the_composed_score_and_the_linking_confidence() -> None:
+    """The linker's sure reading (a full name) against a common word matched within a typo that the classifier
+    prefers: the composer's best path score plus the log of the confidence decides, and the compositions are kept
+    for the caller."""
+    from types import SimpleNamespace
+
+    from engine.learned.generator import PatternGenerator
+    from engine.linking.text import LinkedTopic
+
+    name = LinkedTopic("Zoe Bell", "Zoe Bell", (1,), 0.88, 41, 49)
+    typo = LinkedTopic("person", "Persona", (2,), 0.03, 6, 12)
+    best_scores = {1: 2.0, 2: 4.0}  # the composer's best path score at each topic
+
+    def composition(text: str, linked: Sequence[object], q: np.ndarray) -> object:
+        eid = linked[0].eids[0]  # type: ignore[attr-defined]
+        return ["t"], np.array([[best_scores[eid]], [0.0]]), float(q.sum())
+
+    fake = SimpleNamespace(composition=composition, ckpt=SimpleNamespace(composer=Composer((1.0,))))
+    p, ok = np.array([0.9, 0.1]), np.array([True])
+    kept: dict[int, object] = {}
+    scored = {1: (p, ok), 0: (p, ok)}  # the classifier's choice first, then the linker's first reading
+    # 2 + log .88 > 4 + log .03: the sure name wins though the typo's path scores higher
+    assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], scored, kept) == 0  # type: ignore[arg-type]
+    assert set(kept) == {0, 1}
+    best_scores[2] = 8.0  # far better explained at the other topic: it wins
+    assert PatternGenerator._composed_choice(fake, "q", [[name], [typo]], scored, {}) == 1  # type: ignore[arg-type]
+    # one of them not composed (several topics): the classifier's choice stays
+    fake.composition = lambda text, linked, q: None if len(linked) > 1 else composition(text, linked, q)
+    both = [[name], [typo, name]]
+    assert PatternGenerator._composed_choice(fake, "q", both, scored, {}) == 1  # type: ignore[arg-type]
+
+
+def test_a_turn_back_by_another_relation_is_counted() -> None:
+    """Out to the writer, back in by the director: a turn the forward walk of the synthetic questions never takes;
+    back by the same relation ("share a writer"), or backwards from the start, is no such turn."""
+    assert turned_by_another([("written_by", True), ("directed_by", False)]) == 1
+    assert turned_by_another([("written_by", True), ("written_by", False), ("directed_by", True)]) == 0
+    assert turned_by_another([("starred_actors", False), ("directed_by", True)]) == 0
+    assert turned_by_another([("a", True), ("b", False), ("c", True), ("d", False)]) == 2
+    f = features([word_gains(np.array([[0.9, 0.1, 0.0]], dtype=np.float32))], {"written_by": 0, "directed_by": 1},
+                 [(("written_by", True), ("directed_by", False))], [None])
+    assert f[0, FEATURES.index("turned_by_another")] == 1

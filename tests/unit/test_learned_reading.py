@@ -14,7 +14,7 @@ from engine.learned.compose import (FEATURES, PathInputs, align, features, name_
                                     weak_synonym, word_gains)
 from engine.learned.generator import FUNCTION_WORDS
 from engine.learned.reading import (APART, OF, SAME, is_participle, kind_nouns, reading_positions, reading_words,
-                                    word_roles)
+                                    tokens, word_roles)
 
 
 def roles_of(masked: str) -> list:
@@ -62,6 +62,17 @@ def test_word_roles_join_words_of_one_chunk_by_of_or_apart() -> None:
     # the noun of "what/which N" joins the words next to it
     wh = roles_of("which nationality is X 's spouse ?")[0]
     assert wh.words == ("spouse", "nationality") and wh.joins == (APART, SAME)
+
+
+def test_a_copula_parts_the_noun_asked_for_from_the_kind_noun_it_asks_about() -> None:
+    """"what types are the movies directed by X": "types" asks something of the movies, so it is a chunk of its own
+    (which a path must name) rather than one with the kind noun "movies" (which names nothing)."""
+    types = roles_of("what types are the movies directed by X")[0]
+    assert types.words == ("directed", "movies", "types")
+    assert types.joins == (APART, SAME, APART) and types.kinds == (False, True, False)
+    # no kind noun after the copula ("what films are directed by X"), or none between: one chunk as before
+    assert roles_of("what films are directed by X")[0].joins == (APART, SAME)
+    assert roles_of("which person is the director of X")[0].joins == (APART, SAME)
 
 
 def _gains(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -152,3 +163,9 @@ def test_synonym_examples_are_a_share_of_the_examples_each_with_its_gold_row() -
     # a variant drops the step its synonym names: only the gender step has a shorter path (spouse alone) here
     assert 0 < len(half) < len(every) < 40
     assert synonym_examples(examples, share=0.0) == []
+
+
+def test_a_hyphenated_compound_is_one_reading_word() -> None:
+    assert reading_words("which screenwriters co-wrote films with X", FUNCTION_WORDS)[0] == [
+        "films", "co-wrote", "screenwriters"]
+    assert tokens("X 's co-star 's mother") == ["x", "'s", "co-star", "'s", "mother"]
