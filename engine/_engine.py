@@ -142,6 +142,14 @@ class Engine:
             raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri, in_neo4j=in_neo4j,
                                   in_milvus=in_milvus and vectors)
 
+    def require_kg_to_change(self) -> None:
+        """Raise :class:`~engine._errors.KGNotFoundError` unless this KG was made (by a load or a sync): it has an
+        identity or anything in Neo4j. A change set changes a KG and never makes one, so that a mistyped KG name is
+        refused before anything is written instead of becoming a new KG of the change set's additions (an emptied KG
+        keeps its identity and can be changed again)."""
+        if self.graph.identity() is None and not any(self.graph.stats()[k] for k in _COUNTED):
+            raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
+
     # -- loading -------------------------------------------------------------------------------------
     def load(self, path: str | Path, fmt: str | None = None, *, strict: bool = False, progress: bool = True,
              batch_size: int = 10_000, echo: Callable[[str], None] | None = None, offline_import: bool = False,
@@ -207,6 +215,7 @@ class Engine:
 
         if (changes is None) == (add is None and remove is None):
             raise ConfigError("apply: give a change set, or add= and/or remove= triple files (not both)")
+        self.require_kg_to_change()
         unread = SkipLog()
         if add is not None or remove is not None:
             source = ", ".join(f"{w} {p}" for w, p in (("remove", remove), ("add", add)) if p is not None)

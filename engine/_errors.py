@@ -49,7 +49,8 @@ class OfflineImportError(ConfigError):
 class KGNotFoundError(ConfigError):
     """A read of a KG that does not exist: in neither store, or only in the one that the read does not need.
 
-    ``in_neo4j`` / ``in_milvus`` say what each store holds of it; reads never create a KG, loads do.
+    ``in_neo4j`` / ``in_milvus`` say what each store holds of it; reads and change sets never create a KG, loads
+    and syncs do.
     """
 
     def __init__(self, kg: str, neo4j_uri: str, milvus_uri: str, *, in_neo4j: bool = False,
