@@ -95,7 +95,8 @@ def print_answer(ans: Any) -> None:
         print("answer entities: " + ", ".join(f"{a.entity.name} (GSD {a.gsd:.3f})" for a in ans.answers))
     print()
     if not ans.subgraphs and not ans.failed_stage:
-        print("evidence: no subgraph of the KG matches the pattern")
+        print("evidence: " + ("no subgraph of the KG matches the pattern" if ans.pattern is not None
+                              else "none: no pattern was run"))
     for i, sg in enumerate(ans.subgraphs, 1):
         print(f"evidence graph [{i}]  GSD {sg.gsd:.4f}")
         print(_triple_table(sg))

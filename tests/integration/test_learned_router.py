@@ -114,7 +114,10 @@ def test_train_generator_prints_the_threshold_and_its_precision(kg: Callable[...
 
 
 def test_questions_the_kg_cannot_answer_are_not_answered_without_an_llm(kg: Callable[..., Engine],
-                                                                        trained: tuple[Path, Any]) -> None:
+                                                                        trained: tuple[Path, Any],
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli.output import print_answer
+
     path, res = trained
     eng = kg(generator=str(path))
     assert 0 < eng.generator.threshold <= 1 and res.calibration["unanswerable"] > 0
@@ -123,6 +126,9 @@ def test_questions_the_kg_cannot_answer_are_not_answered_without_an_llm(kg: Call
         assert ans.ok and ans.answer_source == "none" and ans.answers == [] and ans.subgraphs == [], q
         assert ans.text.startswith(f"Cannot answer this from KG {eng.kg!r}: ") and "threshold" in ans.text, ans.text
         assert ans.proposal is not None and ans.proposal.probability < eng.generator.threshold
+        print_answer(ans)  # the CLI's text says that no pattern ran, not that none matched
+        shown = capsys.readouterr().out
+        assert "evidence: none: no pattern was run" in shown and "no subgraph" not in shown, shown
     # the same learned pattern, forced: an entity, which is why auto does not give it
     forced = eng.ask("what is the budget of Heat", route="learned")
     assert forced.answer_source == "learned" and forced.answers
