@@ -47,12 +47,19 @@ _DO = frozenset({"do", "does", "did"})
 _HAVE = frozenset({"have", "has", "had"})
 _POSSESSIVE = re.compile(r"\s*['’]s\b")
 _TOKENS = re.compile(r"'s|[^\W_]+(?:-[^\W_]+)*")
+#: "grand" and a word of at least three letters ("granddaughter", "grand-parents"): the kin of the kin
+_GRAND = re.compile(r"grand-?([a-z]{3,})")
 
 
 def tokens(masked: str) -> list[str]:
     """The lower-cased tokens of a masked question, a possessive ``'s`` one token and a hyphenated compound one word
-    ("co-wrote" names a writer; its "co" alone is as near a director)."""
-    return [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))]
+    ("co-wrote" names a writer; its "co" alone is as near a director); a kin word of two generations read as the kin
+    of the kin ("granddaughter": daughter 's daughter; "grandparents": parents 's parents)."""
+    out: list[str] = []
+    for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked)):
+        kin = _GRAND.fullmatch(w.lower())
+        out.extend((kin.group(1), "'s", kin.group(1)) if kin else (w.lower(),))
+    return out
 
 
 def reading_positions(masked: str, function_words: Iterable[str]) -> tuple[list[str], list[list[int]]]:
@@ -184,13 +191,17 @@ def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int], verbs
     """The :class:`Roles` of a reading order (positions in ``toks``; ``kinds``: :func:`kind_nouns`; ``verbs``:
     :func:`predicate_verbs`). A word joins the one before it in one chunk when nothing but articles stands between
     them in the text, or either is the noun of "what/which N" or a kind noun, except where a copula parts the noun
-    of "what N" from a kind noun ("what types | are the movies directed by X": the noun asks something of the
-    movies and must name a step) and where a predicate verb follows the noun at once ("X 's son | work for"); by
-    "of" when "of" alone stands between them."""
+    of "what N" from a kind noun or a noun of a possessive chain ("what types | are the movies directed by X",
+    "what sex | is X 's wife": the noun asks something of the movies, of the wife, and must name a step) and where
+    a predicate verb follows the noun at once ("X 's son | work for"); by "of" when "of" alone stands between
+    them."""
     predicates = set(verbs)
 
     def wh_noun(p: int) -> bool:
         return p > 0 and toks[p - 1] in _WH and p not in predicates
+
+    def possessed(p: int) -> bool:  # a noun of a possessive chain ("X 's wife")
+        return p > 0 and toks[p - 1] == "'s"
 
     joins = []
     for k, i in enumerate(order):
@@ -201,8 +212,10 @@ def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int], verbs
         between = [t for t in toks[min(i, j) + 1:max(i, j)] if t not in _ARTICLES]
         if not between and (i in predicates or j in predicates):
             joins.append(APART)  # "X 's son | work for": the subject, and what is said of it
-        elif (wh_noun(i) or wh_noun(j)) and (i in kinds or j in kinds) and between and between[0] in _BE:
-            joins.append(APART)  # "what types | are the movies directed by": the kind is the subject, asked about
+        elif (wh_noun(i) or wh_noun(j)) and between and between[0] in _BE and (
+                i in kinds or j in kinds or possessed(j if wh_noun(i) else i)):
+            # "what types | are the movies directed by", "what sex | is X 's wife": the subject, asked about
+            joins.append(APART)
         elif not between or wh_noun(i) or wh_noun(j) or i in kinds or j in kinds:
             joins.append(SAME)
         else:

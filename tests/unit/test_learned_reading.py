@@ -61,8 +61,11 @@ def test_word_roles_join_words_of_one_chunk_by_of_or_apart() -> None:
     birth = roles_of("the place of birth of X ?")[0]
     assert birth.words == ("birth", "place") and birth.joins == (APART, OF)
     # the noun of "what/which N" joins the words next to it
-    wh = roles_of("which nationality is X 's spouse ?")[0]
+    wh = roles_of("which nationality is the spouse of X ?")[0]
     assert wh.words == ("spouse", "nationality") and wh.joins == (APART, SAME)
+    # but not across a copula from a noun of the topic's possessive chain: it asks something of the spouse
+    wh = roles_of("which nationality is X 's spouse ?")[0]
+    assert wh.words == ("spouse", "nationality") and wh.joins == (APART, APART)
 
 
 def test_a_copula_parts_the_noun_asked_for_from_the_kind_noun_it_asks_about() -> None:
@@ -119,6 +122,14 @@ def test_a_participle_linking_a_subject_to_its_noun_is_not_read() -> None:
         "written", "films", "director"]
     assert reading_words("who was credited as writer of X ?", FUNCTION_WORDS)[0] == ["writer"]
     assert "directed" in reading_words("the films directed by X", FUNCTION_WORDS)[0]
+
+
+def test_a_kin_word_of_two_generations_is_read_as_the_kin_of_the_kin() -> None:
+    assert tokens("the granddaughter of X ?") == ["the", "daughter", "'s", "daughter", "of", "x"]
+    assert reading_words("what is the name of the grandson of X 's mother ?", FUNCTION_WORDS)[0] == [
+        "mother", "son", "son"]
+    assert tokens("the grand-parents of X") == ["the", "parents", "'s", "parents", "of", "x"]
+    assert tokens("the grand prize of X") == ["the", "grand", "prize", "of", "x"]  # "grand" alone is a word
 
 
 def _gains(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
