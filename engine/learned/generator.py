@@ -73,7 +73,7 @@ from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkMod
                                  word_ngrams)
 from engine.learned.compose import (Composer, PathInputs, RelationNames, graph_neighbours, path_template,
                                     replica_neighbours, topic_paths, verbalize, word_gains)
-from engine.learned.reading import kind_nouns, reading_positions, word_roles
+from engine.learned.reading import kind_nouns, predicate_verbs, reading_positions, word_roles
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
 from engine._timing import ms
@@ -992,7 +992,8 @@ class PatternGenerator:
         masked = mask(text, [(topic.start, topic.end)])
         toks, orders = reading_positions(masked, FUNCTION_WORDS)
         kinds = kind_nouns(toks, FUNCTION_WORDS)
-        roles = [word_roles(toks, o, kinds) for o in orders]
+        verbs = predicate_verbs(toks, FUNCTION_WORDS, kinds)
+        roles = [word_roles(toks, o, kinds, verbs) for o in orders]
         words = list(dict.fromkeys(w for r in roles for w in r.words))
         vecs = np.asarray(self.encode([masked, *words]), dtype=np.float32)
         sims = aligner.sims_one(vecs[1:]) if words else np.zeros((0, len(col)), np.float32)

@@ -3,18 +3,24 @@ reads them: the orders in which the words may name the relations walked from the
 the sentence's structure.
 
 * :func:`reading_positions`: the reading orders (the possessive chain after the topic, then the words before it from
-  the nearest outwards, ...), as positions in the question's tokens;
+  the nearest outwards, ...), as positions in the question's tokens, without the participles that only link a
+  subject to its noun ("who is listed as director of X": :func:`copular_participles`);
 * :func:`word_roles`: per word of an order, how it joins the word read before it (in one *chunk*, next to it in the
   text with at most an article between, or the noun of "what/which N"; joined by "of"; or apart) and whether it is a
   *kind noun*: a noun that says what kind of thing an entity is rather than naming a relation, the head of a relative
   or participial clause ("the movies directed by X", "films that share...", "X written movies") or a noun set before
-  the topic ("the film X").
+  the topic ("the film X");
+* :func:`predicate_verbs`: the verb a question ends on after its subject ("where does X 's son work for", "where is
+  X 's mother living", "how X 's mom died") or asks by ("what killed X 's father"), which says something of the
+  subject rather than being part of its name.
 
 Every relation of a chain is named in a chunk of its own ("the heir of X 's daughter": heir, daughter), so a word of
 another chunk that the alignment reads as continuing a step ("daughter 's heir" as one relation) is a *crossing*,
 and a chunk of which no word names a step is left unexplained; two words of one chunk naming two steps ("release
 years" read as the release year walked there and back) are a *split*. Kind nouns neither open a chunk nor need to
-name a step. The rules are about English sentence structure, never about a KG's relations.
+name a step. A predicate verb is a chunk of its own, apart from the noun it follows ("X 's son | work for": the
+son's workplace, a step of its own, not a kind of son). The rules are about English sentence structure, never about a
+KG's relations.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from dataclasses import dataclass
 
 from engine.linking.text import MASK
 
-__all__ = ["APART", "OF", "SAME", "Roles", "is_participle", "kind_nouns", "reading_positions", "reading_words",
-           "word_roles"]
+__all__ = ["APART", "OF", "SAME", "Roles", "copular_participles", "is_participle", "kind_nouns", "predicate_verbs",
+           "reading_positions", "reading_words", "word_roles"]
 
 #: how a word joins the word read before it: in one chunk, joined by "of", apart
 SAME, OF, APART = 0, 1, 2
@@ -35,14 +41,25 @@ _BE = frozenset({"is", "was", "are", "were"})
 _ARTICLES = frozenset({"a", "an", "the"})
 _WH = frozenset({"what", "which"})
 _RELATIVE = frozenset({"that", "which", "whose", "who", "whom", "where"})
+_QUESTION = frozenset({"what", "which", "who", "whom", "whose", "where", "when", "why", "how"})
+_DO = frozenset({"do", "does", "did"})
+#: verbs of having, which ask for the noun of "what N" ("what genre does X have") and name nothing themselves
+_HAVE = frozenset({"have", "has", "had"})
 _POSSESSIVE = re.compile(r"\s*['’]s\b")
 _TOKENS = re.compile(r"'s|[^\W_]+(?:-[^\W_]+)*")
+#: "grand" and a word of at least three letters ("granddaughter", "grand-parents"): the kin of the kin
+_GRAND = re.compile(r"grand-?([a-z]{3,})")
 
 
 def tokens(masked: str) -> list[str]:
     """The lower-cased tokens of a masked question, a possessive ``'s`` one token and a hyphenated compound one word
-    ("co-wrote" names a writer; its "co" alone is as near a director)."""
-    return [w.lower() for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))]
+    ("co-wrote" names a writer; its "co" alone is as near a director); a kin word of two generations read as the kin
+    of the kin ("granddaughter": daughter 's daughter; "grandparents": parents 's parents)."""
+    out: list[str] = []
+    for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked)):
+        kin = _GRAND.fullmatch(w.lower())
+        out.extend((kin.group(1), "'s", kin.group(1)) if kin else (w.lower(),))
+    return out
 
 
 def reading_positions(masked: str, function_words: Iterable[str]) -> tuple[list[str], list[list[int]]]:
@@ -58,10 +75,11 @@ def reading_positions(masked: str, function_words: Iterable[str]) -> tuple[list[
     toks = tokens(masked)
     at = toks.index(MASK.lower()) if MASK.lower() in toks else len(toks)
     after = list(range(at + 1, len(toks)))
-    before = [i for i in reversed(range(at)) if toks[i] not in skip]
+    linking = copular_participles(toks)
+    before = [i for i in reversed(range(at)) if toks[i] not in skip and i not in linking]
 
     def content(ix: Sequence[int]) -> list[int]:
-        return [i for i in ix if toks[i] not in skip and toks[i] != "'s"]
+        return [i for i in ix if toks[i] not in skip and toks[i] != "'s" and i not in linking]
 
     def named(k: int) -> bool:  # the word after the mask at k names something
         return k < len(after) and toks[after[k]] not in skip and toks[after[k]] != "'s"
@@ -78,6 +96,14 @@ def reading_positions(masked: str, function_words: Iterable[str]) -> tuple[list[
         return distinct([content(after) + before, *others])
     end = _chain_end([toks[i] for i in after], skip)
     return distinct([content(after[:end]) + before + content(after[end:]), *others])
+
+
+def copular_participles(toks: Sequence[str]) -> set[int]:
+    """Positions of the participles that, between a copula and "as", only say what something is ("who is listed as
+    director of X": who is the director; "is credited as", "was known as"): they name nothing of their own and are
+    not read."""
+    return {p for p in range(1, len(toks) - 1)
+            if toks[p - 1] in _BE and toks[p + 1] == "as" and is_participle(toks[p])}
 
 
 def _chain_end(after: Sequence[str], skip: set[str]) -> int:
@@ -134,6 +160,23 @@ def kind_nouns(toks: Sequence[str], function_words: Iterable[str]) -> set[int]:
     return out
 
 
+def predicate_verbs(toks: Sequence[str], function_words: Iterable[str], kinds: set[int]) -> set[int]:
+    """Positions of the verbs that say something of the question's subject (a guess from the sentence's shape): a
+    past form right after "what/which" ("what killed X 's father"), and the last content word when it follows a
+    noun at once and is a verb, by its spelling (a past participle, a form in -ing: "X 's mother living", "how X 's
+    mom died") or because the question asks with "do" ("where does X 's son work for", "where did X 's parents
+    die"). Verbs of having name nothing of their own ("what genre does X have")."""
+    skip = set(function_words) | {MASK.lower(), "'s"}
+    out = {p for p in range(1, len(toks)) if toks[p - 1] in _WH and is_participle(toks[p])}
+    content = [p for p, t in enumerate(toks) if t not in skip]
+    do = bool(toks) and toks[0] in _QUESTION and any(t in _DO for t in toks[1:3])
+    if content and content[-1] > 0:
+        p = content[-1]
+        if toks[p - 1] not in skip and p - 1 not in kinds and (is_participle(toks[p]) or toks[p].endswith("ing") or do):
+            out.add(p)
+    return {p for p in out if toks[p] not in _HAVE}
+
+
 @dataclass(frozen=True)
 class Roles:
     """Per word of a reading order: its word, how it joins the word before it in the order (:data:`SAME`,
@@ -144,15 +187,21 @@ class Roles:
     kinds: tuple[bool, ...]
 
 
-def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int]) -> Roles:
-    """The :class:`Roles` of a reading order (positions in ``toks``; ``kinds``: :func:`kind_nouns`). A word joins
-    the one before it in one chunk when nothing but articles stands between them in the text, or either is the noun
-    of "what/which N" or a kind noun, except where a copula parts the noun of "what N" from a kind noun ("what
-    types | are the movies directed by X": the noun asks something of the movies and must name a step); by "of"
-    when "of" alone stands between them."""
+def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int], verbs: Iterable[int] = ()) -> Roles:
+    """The :class:`Roles` of a reading order (positions in ``toks``; ``kinds``: :func:`kind_nouns`; ``verbs``:
+    :func:`predicate_verbs`). A word joins the one before it in one chunk when nothing but articles stands between
+    them in the text, or either is the noun of "what/which N" or a kind noun, except where a copula parts the noun
+    of "what N" from a kind noun or a noun of a possessive chain ("what types | are the movies directed by X",
+    "what sex | is X 's wife": the noun asks something of the movies, of the wife, and must name a step) and where
+    a predicate verb follows the noun at once ("X 's son | work for"); by "of" when "of" alone stands between
+    them."""
+    predicates = set(verbs)
 
     def wh_noun(p: int) -> bool:
-        return p > 0 and toks[p - 1] in _WH
+        return p > 0 and toks[p - 1] in _WH and p not in predicates
+
+    def possessed(p: int) -> bool:  # a noun of a possessive chain ("X 's wife")
+        return p > 0 and toks[p - 1] == "'s"
 
     joins = []
     for k, i in enumerate(order):
@@ -161,8 +210,12 @@ def word_roles(toks: Sequence[str], order: Sequence[int], kinds: set[int]) -> Ro
             continue
         j = order[k - 1]
         between = [t for t in toks[min(i, j) + 1:max(i, j)] if t not in _ARTICLES]
-        if (wh_noun(i) or wh_noun(j)) and (i in kinds or j in kinds) and between and between[0] in _BE:
-            joins.append(APART)  # "what types | are the movies directed by": the kind is the subject, asked about
+        if not between and (i in predicates or j in predicates):
+            joins.append(APART)  # "X 's son | work for": the subject, and what is said of it
+        elif (wh_noun(i) or wh_noun(j)) and between and between[0] in _BE and (
+                i in kinds or j in kinds or possessed(j if wh_noun(i) else i)):
+            # "what types | are the movies directed by", "what sex | is X 's wife": the subject, asked about
+            joins.append(APART)
         elif not between or wh_noun(i) or wh_noun(j) or i in kinds or j in kinds:
             joins.append(SAME)
         else:

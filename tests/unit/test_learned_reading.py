@@ -13,14 +13,15 @@ import pytest
 from engine.learned.compose import (FEATURES, PathInputs, align, features, name_words, synonym_examples,
                                     weak_synonym, word_gains)
 from engine.learned.generator import FUNCTION_WORDS
-from engine.learned.reading import (APART, OF, SAME, is_participle, kind_nouns, reading_positions, reading_words,
-                                    tokens, word_roles)
+from engine.learned.reading import (APART, OF, SAME, is_participle, kind_nouns, predicate_verbs, reading_positions,
+                                    reading_words, tokens, word_roles)
 
 
 def roles_of(masked: str) -> list:
     toks, orders = reading_positions(masked, FUNCTION_WORDS)
     kinds = kind_nouns(toks, FUNCTION_WORDS)
-    return [word_roles(toks, o, kinds) for o in orders]
+    verbs = predicate_verbs(toks, FUNCTION_WORDS, kinds)
+    return [word_roles(toks, o, kinds, verbs) for o in orders]
 
 
 def test_reading_positions_are_the_reading_words_as_positions() -> None:
@@ -60,8 +61,11 @@ def test_word_roles_join_words_of_one_chunk_by_of_or_apart() -> None:
     birth = roles_of("the place of birth of X ?")[0]
     assert birth.words == ("birth", "place") and birth.joins == (APART, OF)
     # the noun of "what/which N" joins the words next to it
-    wh = roles_of("which nationality is X 's spouse ?")[0]
+    wh = roles_of("which nationality is the spouse of X ?")[0]
     assert wh.words == ("spouse", "nationality") and wh.joins == (APART, SAME)
+    # but not across a copula from a noun of the topic's possessive chain: it asks something of the spouse
+    wh = roles_of("which nationality is X 's spouse ?")[0]
+    assert wh.words == ("spouse", "nationality") and wh.joins == (APART, APART)
 
 
 def test_a_copula_parts_the_noun_asked_for_from_the_kind_noun_it_asks_about() -> None:
@@ -73,6 +77,59 @@ def test_a_copula_parts_the_noun_asked_for_from_the_kind_noun_it_asks_about() ->
     # no kind noun after the copula ("what films are directed by X"), or none between: one chunk as before
     assert roles_of("what films are directed by X")[0].joins == (APART, SAME)
     assert roles_of("which person is the director of X")[0].joins == (APART, SAME)
+
+
+@pytest.mark.parametrize("masked,verbs", [
+    ("where does X 's son work for ?", ["work"]),  # the main verb of a question asked with "do"
+    ("where did X 's parents die ?", ["die"]),
+    ("where is X 's mother living ?", ["living"]),  # a form in -ing after the subject
+    ("how X 's mom died ?", ["died"]),  # a past form after the subject
+    ("what killed the X 's father ?", ["killed"]),  # a past form after "what"
+    ("what genre does the films X directed have ?", []),  # a verb of having names nothing of its own
+    ("what is X 's spouse ?", []),  # no verb
+    ("what is the sex of X 's darling ?", []),  # a noun in -ing after "'s", not after a noun
+    ("which movies did X direct ?", []),  # after the topic, not after a noun
+    ("what films are directed by X", []),
+])
+def test_predicate_verbs_say_something_of_the_subject(masked: str, verbs: list[str]) -> None:
+    toks, _ = reading_positions(masked, FUNCTION_WORDS)
+    kinds = kind_nouns(toks, FUNCTION_WORDS)
+    assert sorted(toks[i] for i in predicate_verbs(toks, FUNCTION_WORDS, kinds)) == sorted(verbs)
+
+
+def test_a_predicate_verb_is_a_chunk_of_its_own() -> None:
+    """"where does X 's son work for": the son's workplace is a step of its own, not a kind of son, so a path of one
+    relation leaves the verb's chunk unexplained (or crosses into it) and one that names it by a second step is no
+    split."""
+    son = roles_of("where does X 's son work for ?")[0]
+    assert son.words == ("son", "work") and son.joins == (APART, APART)
+    # "what killed": a verb, not the noun of "what N" joining the words next to it
+    killed = roles_of("what killed the X 's father ?")[0]
+    assert killed.words == ("father", "killed") and killed.joins == (APART, APART)
+    # the noun of "what N" still joins the verb ("what city did X 's son die": the city and "die" one step)
+    city = roles_of("what city did X 's son die ?")[0]
+    assert city.words == ("son", "die", "city") and city.joins == (APART, APART, SAME)
+    # children (0), institution (1), gender (2): the workplace named by "work"
+    gain, unexplained = _gains([[0.8, 0.2, 0.3], [0.3, 0.45, 0.2]])
+    one, two = align(gain, [0], unexplained, son), align(gain, [0, 1], unexplained, son)
+    assert one.crossed + one.unexplained_chunks == 1 and two.split == 0 and two.total > one.total
+
+
+def test_a_participle_linking_a_subject_to_its_noun_is_not_read() -> None:
+    """"who is listed as director of X written films": "listed" names nothing (the answer is the director); a
+    participle not between a copula and "as" is read as before."""
+    assert reading_words("who is listed as director of X written films", FUNCTION_WORDS)[0] == [
+        "written", "films", "director"]
+    assert reading_words("who was credited as writer of X ?", FUNCTION_WORDS)[0] == ["writer"]
+    assert "directed" in reading_words("the films directed by X", FUNCTION_WORDS)[0]
+
+
+def test_a_kin_word_of_two_generations_is_read_as_the_kin_of_the_kin() -> None:
+    assert tokens("the granddaughter of X ?") == ["the", "daughter", "'s", "daughter", "of", "x"]
+    assert reading_words("what is the name of the grandson of X 's mother ?", FUNCTION_WORDS)[0] == [
+        "mother", "son", "son"]
+    assert tokens("the grand-parents of X") == ["the", "parents", "'s", "parents", "of", "x"]
+    assert tokens("the grand prize of X") == ["the", "grand", "prize", "of", "x"]  # "grand" alone is a word
 
 
 def _gains(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
