@@ -124,6 +124,10 @@ class Engine:
                     self._graph.watch.on_vector_writes(self._vectors.observe)
             return self._vectors
 
+    def _in_neo4j(self) -> bool:
+        """Whether Neo4j holds anything of this KG (an entity, a relation or a type)."""
+        return any(self.graph.stats()[k] for k in _COUNTED)
+
     def require_kg(self, *, vectors: bool = True) -> None:
         """Raise :class:`~engine._errors.KGNotFoundError` unless this KG exists in Neo4j and (``vectors``) in
         Milvus. Every read path checks this once per engine: a read never creates a KG, a load does."""
@@ -132,7 +136,7 @@ class Engine:
         with self._lock:
             # the relation catalog is what retrieval reads first anyway (then cached; read afresh here, as another
             # process may have loaded the KG since), the counts only when it is empty
-            in_neo4j = bool(self.graph.relation_catalog(refresh=True)) or any(self.graph.stats()[k] for k in _COUNTED)
+            in_neo4j = bool(self.graph.relation_catalog(refresh=True)) or self._in_neo4j()
             if in_neo4j and not vectors:
                 return
             in_milvus = bool(self.vectors.existing_kinds())
@@ -147,7 +151,7 @@ class Engine:
         identity or anything in Neo4j. A change set changes a KG and never makes one, so that a mistyped KG name is
         refused before anything is written instead of becoming a new KG of the change set's additions (an emptied KG
         keeps its identity and can be changed again)."""
-        if self.graph.identity() is None and not any(self.graph.stats()[k] for k in _COUNTED):
+        if self.graph.identity() is None and not self._in_neo4j():
             raise KGNotFoundError(self.kg, self.graph.uri, self.vectors.uri)
 
     # -- loading -------------------------------------------------------------------------------------
@@ -330,7 +334,7 @@ class Engine:
         """Delete this KG from both stores: exactly what isorag wrote for it (an adopted graph is given back as it
         was, see :meth:`engine.stores.graph.GraphStore.drop`). Waits for no writer: fails if one holds the KG. A KG in
         neither store is a :class:`~engine._errors.KGNotFoundError` (and nothing is written)."""
-        if not any(self.graph.stats()[k] for k in _COUNTED) and not self.vectors.existing_kinds():
+        if not self._in_neo4j() and not self.vectors.existing_kinds():
             holder = self.graph.lock_holder()  # a load that has not written its first batch yet
             if holder is not None:
                 raise KGLockedError(self.kg, holder["info"], float(holder["expires_in_s"] or 0))

@@ -56,9 +56,9 @@ def tokens(masked: str) -> list[str]:
     ("co-wrote" names a writer; its "co" alone is as near a director); a kin word of two generations read as the kin
     of the kin ("granddaughter": daughter 's daughter; "grandparents": parents 's parents)."""
     out: list[str] = []
-    for w in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked)):
-        kin = _GRAND.fullmatch(w.lower())
-        out.extend((kin.group(1), "'s", kin.group(1)) if kin else (w.lower(),))
+    for w in (t.lower() for t in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))):
+        kin = _GRAND.fullmatch(w)
+        out.extend((kin.group(1), "'s", kin.group(1)) if kin else (w,))
     return out
 
 
