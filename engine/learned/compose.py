@@ -54,7 +54,7 @@ import numpy as np
 from engine.learned.reading import APART, OF, SAME, Roles, reading_words
 from engine.learned.templates import Template, chain
 from engine.linking.text import MASK
-from engine.linking.relations import relation_forms, singular
+from engine.linking.relations import HEAD, compound_head, naming_forms, relation_forms, singular
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
@@ -89,8 +89,11 @@ Neighbours = Callable[[Sequence[int]], Mapping[int, Sequence[tuple[str, bool, Se
 class RelationNames:
     """How well words name each of the KG's relations: the best cosine of the word and the relation's names, its
     words and, for a relation named by a participle, the agent noun and the verb it is called by
-    (:func:`engine.linking.relations.relation_forms`: ``written_by`` is "written by", "writer" and "written", so
-    that "screenwriter" names it), each name embedded once."""
+    (:func:`engine.linking.relations.relation_forms`: ``written_by`` is "written by", "writer" and "written"),
+    each name embedded once. A compound word whose head (its right-hand part, English compounds being
+    right-headed) is one of these names names at least what its head names: "screenwriter" is a writer, whatever
+    its own embedding is near (MiniLM puts it about as near ``directed_by`` and ``starred_actors`` as
+    ``written_by``)."""
 
     def __init__(self, relations: Sequence[str], encode: Callable[[Sequence[str]], Any],
                  words: Callable[[str], str]) -> None:
@@ -99,26 +102,40 @@ class RelationNames:
         names: list[str] = []
         self.owner: list[int] = []
         for i, r in enumerate(self.relations):
-            f = relation_forms(r)
-            # a relation named by a participle also by its agent noun and verb; the others by their own words
-            # (their singular would bring "child" as near "parent" as "children" is to "parents" apart)
-            for n in dict.fromkeys([words(r), *((*f.nouns, f.participle) if f.participle else ())]):
+            for n in naming_forms(r, words(r)):
                 names.append(n)
                 self.owner.append(i)
         vecs = np.asarray(encode(names), dtype=np.float32) if names else np.zeros((0, 1), np.float32)
         self._names = vecs / np.maximum(np.linalg.norm(vecs, axis=-1, keepdims=True), 1e-12)
+        # the names a compound word may end in (engine.linking.relations.compound_head), each with its row
+        heads = [j for j, n in enumerate(names) if n.isalpha() and len(n) >= HEAD]
+        rows = self._rows(self._names[heads]) if heads else np.zeros((0, len(self.relations)), np.float32)
+        self._heads = {names[j]: rows[k] for k, j in enumerate(heads)}
 
-    def sims_one(self, vecs: Any) -> np.ndarray:
-        """``[words, relations]``: the best cosine (0 and up) of each word's embedding (``vecs`` [words, dim]) and
-        each relation's names."""
-        out = np.zeros((len(vecs), len(self.relations)), dtype=np.float32)
-        if not len(vecs) or not len(self.owner):
-            return out
-        v = np.asarray(vecs, dtype=np.float32).reshape(len(vecs), -1)
-        v = v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+    def _rows(self, v: np.ndarray) -> np.ndarray:
+        """``[n, relations]``: the best cosine (0 and up) of each unit vector and each relation's names."""
         sims = np.maximum(v @ self._names.T, 0.0)
+        out = np.zeros((len(v), len(self.relations)), dtype=np.float32)
         for j, i in enumerate(self.owner):
             out[:, i] = np.maximum(out[:, i], sims[:, j])
+        return out
+
+    def head(self, word: str) -> str | None:
+        """The name ``word`` is a compound of (:func:`engine.linking.relations.compound_head`), or None."""
+        return compound_head(word, list(self._heads))
+
+    def sims_one(self, vecs: Any, words: Sequence[str] | None = None) -> np.ndarray:
+        """``[words, relations]``: the best cosine (0 and up) of each word's embedding (``vecs`` [words, dim]) and
+        each relation's names; with the ``words`` themselves, a compound's row is at least its head's
+        (:meth:`head`)."""
+        if not len(vecs) or not len(self.owner):
+            return np.zeros((len(vecs), len(self.relations)), dtype=np.float32)
+        v = np.asarray(vecs, dtype=np.float32).reshape(len(vecs), -1)
+        out = self._rows(v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12))
+        for k, w in enumerate(words or ()):
+            h = self.head(w)
+            if h is not None:
+                out[k] = np.maximum(out[k], self._heads[h])
         return out
 
 

@@ -69,6 +69,7 @@ import numpy as np
 
 from engine._errors import CheckpointError, InputError
 from engine.linking.local import local_names
+from engine.linking.relations import HEAD, compound_head, naming_forms
 from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
 from engine.learned.compose import (Composer, PathInputs, RelationNames, graph_neighbours, path_template,
@@ -222,13 +223,28 @@ def content_ngrams(masked: str, cap: int = ALIGN_NGRAMS) -> list[str]:
 
 class RelationAligner:
     """``s_r(q)`` of the module docstring for a fixed list of relations: their names embedded once, question words
-    through ``encode`` (the retriever's cached encode in service: words repeat across questions)."""
+    through ``encode`` (the retriever's cached encode in service: words repeat across questions). A compound word
+    whose head is one of a relation's names (:func:`engine.linking.relations.compound_head`: "screenwriter" ends
+    in "writer", a name of ``written_by``) is at least as near each relation as its head."""
 
     def __init__(self, relations: Sequence[str], encode: Callable[[Sequence[str]], Any]) -> None:
         self.relations = list(relations)
         self.encode = encode
-        vecs = encode([relation_words(r) for r in self.relations]) if self.relations else None
-        self._r = _unit(np.asarray(vecs, dtype=np.float32)) if vecs is not None else np.zeros((0, 1), np.float32)
+        heads = list(dict.fromkeys(n for r in self.relations for n in naming_forms(r, relation_words(r))
+                                   if n.isalpha() and len(n) >= HEAD))
+        texts = [relation_words(r) for r in self.relations]
+        vecs = _unit(np.asarray(encode(texts + heads), dtype=np.float32)) if self.relations else None
+        self._r = vecs[:len(texts)] if vecs is not None else np.zeros((0, 1), np.float32)
+        self._heads = {h: np.maximum(vecs[len(texts) + k] @ self._r.T, 0.0).astype(np.float32)
+                       for k, h in enumerate(heads)} if vecs is not None else {}
+
+    def _compounds(self, sims: np.ndarray, grams: Sequence[str]) -> np.ndarray:
+        """``sims`` [grams, relations] with each compound word's row raised to its head's (in place)."""
+        for k, g in enumerate(grams):
+            h = compound_head(g, list(self._heads)) if " " not in g else None
+            if h is not None:
+                sims[k] = np.maximum(sims[k], self._heads[h])
+        return sims
 
     def word_sims(self, masked: Sequence[str], *, batch: int = 4096, progress: bool = False) -> list[np.ndarray]:
         """Per question, ``[its content words, relations]``: how well each of its words names each relation (cosine,
@@ -242,15 +258,17 @@ class RelationAligner:
             for i in tqdm(range(0, len(vocab), batch), desc="question words", unit="batch", disable=not progress):
                 vecs = self.encode(vocab[i:i + batch])
                 sims[i:i + batch] = np.maximum(_unit(np.asarray(vecs, dtype=np.float32)) @ self._r.T, 0.0)
+        self._compounds(sims, vocab)
         row = {g: i for i, g in enumerate(vocab)}
         return [sims[[row[g] for g in gs]] for gs in grams]
 
-    def sims_one(self, vecs: Any) -> np.ndarray:
-        """``[n, relations]`` for one question from the embeddings of its :func:`content_ngrams` (``[n, dim]``)."""
+    def sims_one(self, vecs: Any, grams: Sequence[str] = ()) -> np.ndarray:
+        """``[n, relations]`` for one question from the embeddings of its :func:`content_ngrams` (``[n, dim]``;
+        ``grams``: the n-grams themselves, for the compounds)."""
         if not len(vecs) or not self.relations:
             return np.zeros((0, len(self.relations)), dtype=np.float32)
         vecs = np.asarray(vecs, dtype=np.float32).reshape(-1, self._r.shape[-1])
-        return np.maximum(_unit(vecs) @ self._r.T, 0.0).astype(np.float32)
+        return self._compounds(np.maximum(_unit(vecs) @ self._r.T, 0.0).astype(np.float32), grams)
 
 
 @dataclass(frozen=True)
@@ -932,7 +950,7 @@ class PatternGenerator:
         rows, sims, at = [], [], 0
         for (_, names), g, w in zip(items, grams, bags):
             at += len(names)
-            sims.append(aligner.sims_one(vecs[at: at + len(g)]))
+            sims.append(aligner.sims_one(vecs[at: at + len(g)], g))
             rows.append(range(at + len(g), at + len(g) + len(w)))
             at += len(g) + len(w)
         sentence = vecs[[r[0] for r in rows]] if whole else mean_units(_unit(vecs), rows, dim)
@@ -996,7 +1014,7 @@ class PatternGenerator:
         roles = [word_roles(toks, o, kinds, verbs) for o in orders]
         words = list(dict.fromkeys(w for r in roles for w in r.words))
         vecs = np.asarray(self.encode([masked, *words]), dtype=np.float32)
-        sims = aligner.sims_one(vecs[1:]) if words else np.zeros((0, len(col)), np.float32)
+        sims = aligner.sims_one(vecs[1:], words) if words else np.zeros((0, len(col)), np.float32)
         row = {w: i for i, w in enumerate(words)}
         readings = [word_gains(sims[[row[w] for w in r.words]].reshape(len(r.words), len(col))) for r in roles]
         if self._known is None:

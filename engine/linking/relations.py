@@ -13,7 +13,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["RelationForms", "agent_noun", "plural", "relation_forms", "singular"]
+__all__ = ["HEAD", "HEAD_PART", "RelationForms", "agent_noun", "compound_head", "naming_forms", "plural",
+           "relation_forms", "singular"]
+
+#: a compound's head: a name of one word of HEAD letters or more, after a part of HEAD_PART letters or more
+HEAD, HEAD_PART = 4, 3
 
 _IRREGULAR_PLURAL = {"child": "children", "person": "people", "man": "men", "woman": "women", "wife": "wives",
                      "life": "lives"}
@@ -106,3 +110,24 @@ def _nouns(core: Sequence[str]) -> tuple[str, ...]:
     if "of" not in core:
         nouns += [core[-1], singular(core[-1])]
     return tuple(n for n in dict.fromkeys(nouns) if n)
+
+
+def naming_forms(name: str, words: str) -> list[str]:
+    """The names a question may call relation ``name`` by: ``words`` (its name as words), and for a relation named
+    by a participle its agent nouns and the participle ("written by", "writer", "written"); the other relations'
+    nouns are left out (their singular would bring "child" as near "parent" as "children" is to "parents")."""
+    f = relation_forms(name)
+    return list(dict.fromkeys([words, *((*f.nouns, f.participle) if f.participle else ())]))
+
+
+def compound_head(word: str, heads: Sequence[str]) -> str | None:
+    """The longest of ``heads`` (names of one word, :data:`HEAD` letters or more) that ``word`` or its singular is
+    a compound of, ending in it after a part of :data:`HEAD_PART` letters or more (English compounds are
+    right-headed: "screenwriters" -> "writer"; "factor" is no "actor"), or None."""
+    best = None
+    for w in dict.fromkeys([word, singular(word)]):
+        for h in heads:
+            if (len(h) >= HEAD and len(w) - len(h) >= HEAD_PART and w.endswith(h)
+                    and (best is None or len(h) > len(best))):
+                best = h
+    return best

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.learned.compose import (FEATURES, FLOOR, Composer, align, chain_steps, features, fit_composer,
-                                    path_template, reading_words, topic_paths, turned_by_another, word_gains)
-from engine.learned.generator import FUNCTION_WORDS
+from engine.learned.compose import (FEATURES, FLOOR, Composer, RelationNames, align, chain_steps, features,
+                                    fit_composer, path_template, reading_words, topic_paths, turned_by_another,
+                                    word_gains)
+from engine.learned.generator import FUNCTION_WORDS, RelationAligner, relation_words
+from engine.linking.relations import compound_head
 from engine.learned.templates import Template, chain
 
 
@@ -260,3 +262,38 @@ def test_a_turn_back_by_another_relation_is_counted() -> None:
     f = features([word_gains(np.array([[0.9, 0.1, 0.0]], dtype=np.float32))], {"written_by": 0, "directed_by": 1},
                  [(("written_by", True), ("directed_by", False))], [None])
     assert f[0, FEATURES.index("turned_by_another")] == 1
+
+
+def _toy_encode(texts: Sequence[str]) -> np.ndarray:
+    """A vector per text from its letters (no model): texts sharing no letter are orthogonal."""
+    out = np.zeros((len(texts), 26), np.float32)
+    for i, t in enumerate(texts):
+        for c in t.lower():
+            if "a" <= c <= "z":
+                out[i, ord(c) - 97] += 1.0
+    return out
+
+
+def test_a_compound_word_names_at_least_what_its_head_names() -> None:
+    names = RelationNames(["written_by", "starred_actors", "has_genre"], _toy_encode, relation_words)
+    assert names.head("screenwriter") == "writer" and names.head("screenwriters") == "writer"
+    # the part before the head is a word of its own, and the head a name of four letters or more
+    assert names.head("factor") is None and names.head("writer") is None and names.head("films") is None
+    vec = np.ones((1, 26), np.float32)  # near nothing in particular
+    plain = names.sims_one(vec)[0]
+    read = names.sims_one(vec, ["screenwriter"])[0]
+    head = names.sims_one(_toy_encode(["writer"]))[0]
+    assert read[0] == pytest.approx(max(plain[0], head[0])) and read[0] > plain[0]
+    assert (read >= plain).all()
+    assert names.sims_one(vec, ["quietly"])[0].tolist() == plain.tolist()  # no head: the word's own row
+
+
+def test_the_classifier_aligner_reads_a_compound_as_at_least_its_head() -> None:
+    aligner = RelationAligner(["written_by", "starred_actors"], _toy_encode)
+    plain, compound = aligner.word_sims(["X quietly", "X screenwriters"])
+    head = aligner.word_sims(["X writer"])[0]
+    assert (compound[0] >= head[0] - 1e-6).all() and compound[0, 0] > plain[0, 0]
+    vec = _toy_encode(["screenwriters"])
+    assert np.allclose(aligner.sims_one(vec, ["screenwriters"]), compound, atol=1e-6)  # as in service
+    assert (aligner.sims_one(vec) <= aligner.sims_one(vec, ["screenwriters"]) + 1e-6).all()
+    assert compound_head("person", ["son", "parent"]) is None and compound_head("grandparents", ["parent"]) == "parent"
