@@ -233,7 +233,9 @@ class RelationAligner:
         heads = list(dict.fromkeys(n for r in self.relations for n in naming_forms(r, relation_words(r))
                                    if n.isalpha() and len(n) >= HEAD))
         texts = [relation_words(r) for r in self.relations]
-        vecs = _unit(np.asarray(encode(texts + heads), dtype=np.float32)) if self.relations else None
+        #: what it embeds of its own (a generator file keeps their vectors with its vocabulary)
+        self.names = texts + heads
+        vecs = _unit(np.asarray(encode(self.names), dtype=np.float32)) if self.relations else None
         self._r = vecs[:len(texts)] if vecs is not None else np.zeros((0, 1), np.float32)
         self._heads = {h: np.maximum(vecs[len(texts) + k] @ self._r.T, 0.0).astype(np.float32)
                        for k, h in enumerate(heads)} if vecs is not None else {}

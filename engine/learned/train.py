@@ -49,7 +49,7 @@ import numpy as np
 from engine._errors import ConfigError, InputError, MalformedInputError, PatternError
 from engine.learned.generator import (GeneratorCheckpoint, PatternGenerator, RelationAligner, TemplateClassifier,
                                       NAMES, QUESTION_VECTORS, TemplateRelations, alignment, cached_encode,
-                                      featurize, ngram_ids, question_texts, question_vectors, relation_words,
+                                      featurize, ngram_ids, question_texts, question_vectors,
                                       save_generator, shape_ids, skeleton_index)
 from engine.linking.text import exact_candidates, fit_link_model, mask, unbracket, word_ngrams
 from engine.learned.compose import Composer, PathInputs, chain_steps, fit_composer, synonym_examples
@@ -583,7 +583,7 @@ def _train(graph: GraphReader, vectors: VectorIndex, embedder: TextEmbedder, rec
                                   desc="generator epochs")  # 3.
     # 4. end to end on the held-out questions and unanswerable ones: linking, pattern accuracy, the threshold
     # (the relations' names too: the alignment embeds them when the generator first scores a question)
-    vocab = list(dict.fromkeys([*(relation_words(r) for r in relations),
+    vocab = list(dict.fromkeys([*aligner.names,
                                 *question_texts(masked + negatives + [mask(r.text, r.spans) for r in sp.dev])]))
     ckpt = GeneratorCheckpoint(kg, embedder.slug, int(embedder.dim), templates, model, link, 1.0, s.seed,
                                kg_id=kg_id, question_vector=kind, vocab=vocab,
