@@ -49,6 +49,9 @@ _POSSESSIVE = re.compile(r"\s*['’]s\b")
 _TOKENS = re.compile(r"'s|[^\W_]+(?:-[^\W_]+)*")
 #: "grand" and a word of at least three letters ("granddaughter", "grand-parents"): the kin of the kin
 _GRAND = re.compile(r"grand-?([a-z]{3,})")
+#: the English words of "grand" and three letters or more that are no kin ("grandeur" is no "eur 's eur")
+_NOT_KIN = frozenset({"grandeur", "grandeurs", "grandest", "grandiose", "grandiosity", "grandness", "grandstand",
+                      "grandstands", "grandstanding", "grandiloquent", "grandiloquence", "grandioso"})
 
 
 def tokens(masked: str) -> list[str]:
@@ -57,7 +60,7 @@ def tokens(masked: str) -> list[str]:
     of the kin ("granddaughter": daughter 's daughter; "grandparents": parents 's parents)."""
     out: list[str] = []
     for w in (t.lower() for t in _TOKENS.findall(_POSSESSIVE.sub(" 's ", masked))):
-        kin = _GRAND.fullmatch(w)
+        kin = _GRAND.fullmatch(w) if w not in _NOT_KIN else None
         out.extend((kin.group(1), "'s", kin.group(1)) if kin else (w,))
     return out
 

@@ -130,6 +130,7 @@ def test_a_kin_word_of_two_generations_is_read_as_the_kin_of_the_kin() -> None:
         "mother", "son", "son"]
     assert tokens("the grand-parents of X") == ["the", "parents", "'s", "parents", "of", "x"]
     assert tokens("the grand prize of X") == ["the", "grand", "prize", "of", "x"]  # "grand" alone is a word
+    assert tokens("the grandeur of X 's grandstand") == ["the", "grandeur", "of", "x", "'s", "grandstand"]  # no kin
 
 
 def _gains(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
