@@ -4,7 +4,8 @@ A relation name is verbalised in several forms: its words (``place_of_birth`` ->
 ("year" of ``release_year``), singular and plural ("child", "children"), and for a relation written as a participle
 (``directed_by``) the agent noun ("director"), the active verb ("directed") and the passive ("directed by"). The
 synthetic questions (:mod:`engine.evaluation.wording`) word relations in these forms, and the learned path
-composer (:mod:`engine.learned.compose`) reads them back out of a question.
+composer (:mod:`engine.learned.compose`) reads them back out of a question, a compound word as its head
+(:func:`compound_head`: "screenwriter" names what "writer" names).
 """
 
 from __future__ import annotations
