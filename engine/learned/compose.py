@@ -54,15 +54,15 @@ import numpy as np
 from engine.learned.reading import APART, OF, SAME, Roles, reading_words
 from engine.learned.templates import Template, chain
 from engine.linking.text import MASK
-from engine.linking.relations import HEAD, compound_head, naming_forms, relation_forms, singular
+from engine.linking.relations import compound_head, compound_heads, naming_forms, relation_forms, singular
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine._protocols import GraphReader
 
 __all__ = ["FEATURES", "MAX_HOPS", "Alignment", "Composer", "PathInputs", "RelationNames", "Step", "align",
-           "chain_steps", "features", "fit_composer", "graph_neighbours", "name_words", "reading_words",
-           "replica_neighbours", "synonym_examples", "topic_paths", "turned_by_another", "verbalize", "weak_synonym",
-           "word_gains"]
+           "chain_steps", "features", "fit_composer", "graph_neighbours", "name_words", "raise_compounds",
+           "reading_words", "replica_neighbours", "synonym_examples", "topic_paths", "turned_by_another", "verbalize",
+           "weak_synonym", "word_gains"]
 
 #: longest relation path ranked
 MAX_HOPS = 3
@@ -108,9 +108,11 @@ class RelationNames:
         vecs = np.asarray(encode(names), dtype=np.float32) if names else np.zeros((0, 1), np.float32)
         self._names = vecs / np.maximum(np.linalg.norm(vecs, axis=-1, keepdims=True), 1e-12)
         # the names a compound word may end in (engine.linking.relations.compound_head), each with its row
-        heads = [j for j, n in enumerate(names) if n.isalpha() and len(n) >= HEAD]
-        rows = self._rows(self._names[heads]) if heads else np.zeros((0, len(self.relations)), np.float32)
-        self._heads = {names[j]: rows[k] for k, j in enumerate(heads)}
+        heads = list(compound_heads(names))
+        rows = self._rows(self._names[[names.index(h) for h in heads]]) if heads \
+            else np.zeros((0, len(self.relations)), np.float32)
+        self._heads = dict(zip(heads, rows))
+        self._head_names = tuple(heads)
 
     def _rows(self, v: np.ndarray) -> np.ndarray:
         """``[n, relations]``: the best cosine (0 and up) of each unit vector and each relation's names."""
@@ -122,7 +124,7 @@ class RelationNames:
 
     def head(self, word: str) -> str | None:
         """The name ``word`` is a compound of (:func:`engine.linking.relations.compound_head`), or None."""
-        return compound_head(word, list(self._heads))
+        return compound_head(word, self._head_names)
 
     def sims_one(self, vecs: Any, words: Sequence[str] | None = None) -> np.ndarray:
         """``[words, relations]``: the best cosine (0 and up) of each word's embedding (``vecs`` [words, dim]) and
@@ -131,12 +133,20 @@ class RelationNames:
         if not len(vecs) or not len(self.owner):
             return np.zeros((len(vecs), len(self.relations)), dtype=np.float32)
         v = np.asarray(vecs, dtype=np.float32).reshape(len(vecs), -1)
-        out = self._rows(v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12))
-        for k, w in enumerate(words or ()):
-            h = self.head(w)
-            if h is not None:
-                out[k] = np.maximum(out[k], self._heads[h])
-        return out
+        return raise_compounds(self._rows(v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)),
+                               words or (), self._heads, self._head_names)
+
+
+def raise_compounds(sims: np.ndarray, words: Sequence[str], head_rows: Mapping[str, np.ndarray],
+                    heads: Sequence[str]) -> np.ndarray:
+    """``sims`` [words, relations] with the row of each compound word among ``words`` raised to at least its head's
+    (``head_rows``; :func:`engine.linking.relations.compound_head` over ``heads``), in place; a word pair is no
+    compound."""
+    for k, w in enumerate(words):
+        h = compound_head(w, heads) if " " not in w else None
+        if h is not None:
+            sims[k] = np.maximum(sims[k], head_rows[h])
+    return sims
 
 
 def chain_steps(template: Template) -> list[Step] | None:

@@ -69,11 +69,11 @@ import numpy as np
 
 from engine._errors import CheckpointError, InputError
 from engine.linking.local import local_names
-from engine.linking.relations import HEAD, compound_head, naming_forms
+from engine.linking.relations import compound_heads, naming_forms
 from engine.linking.text import (FEATURES, MASK, Candidate, LinkedTopic, LinkModel, candidates, mask, unknown_names,
                                  word_ngrams)
 from engine.learned.compose import (Composer, PathInputs, RelationNames, graph_neighbours, path_template,
-                                    replica_neighbours, topic_paths, verbalize, word_gains)
+                                    raise_compounds, replica_neighbours, topic_paths, verbalize, word_gains)
 from engine.learned.reading import kind_nouns, predicate_verbs, reading_positions, word_roles
 from engine.learned.templates import Template
 from engine.retrieval.pattern import Pattern
@@ -230,8 +230,7 @@ class RelationAligner:
     def __init__(self, relations: Sequence[str], encode: Callable[[Sequence[str]], Any]) -> None:
         self.relations = list(relations)
         self.encode = encode
-        heads = list(dict.fromkeys(n for r in self.relations for n in naming_forms(r, relation_words(r))
-                                   if n.isalpha() and len(n) >= HEAD))
+        heads = list(compound_heads(n for r in self.relations for n in naming_forms(r, relation_words(r))))
         texts = [relation_words(r) for r in self.relations]
         #: what it embeds of its own (a generator file keeps their vectors with its vocabulary)
         self.names = texts + heads
@@ -239,14 +238,7 @@ class RelationAligner:
         self._r = vecs[:len(texts)] if vecs is not None else np.zeros((0, 1), np.float32)
         self._heads = {h: np.maximum(vecs[len(texts) + k] @ self._r.T, 0.0).astype(np.float32)
                        for k, h in enumerate(heads)} if vecs is not None else {}
-
-    def _compounds(self, sims: np.ndarray, grams: Sequence[str]) -> np.ndarray:
-        """``sims`` [grams, relations] with each compound word's row raised to its head's (in place)."""
-        for k, g in enumerate(grams):
-            h = compound_head(g, list(self._heads)) if " " not in g else None
-            if h is not None:
-                sims[k] = np.maximum(sims[k], self._heads[h])
-        return sims
+        self._head_names = tuple(self._heads)
 
     def word_sims(self, masked: Sequence[str], *, batch: int = 4096, progress: bool = False) -> list[np.ndarray]:
         """Per question, ``[its content words, relations]``: how well each of its words names each relation (cosine,
@@ -260,7 +252,7 @@ class RelationAligner:
             for i in tqdm(range(0, len(vocab), batch), desc="question words", unit="batch", disable=not progress):
                 vecs = self.encode(vocab[i:i + batch])
                 sims[i:i + batch] = np.maximum(_unit(np.asarray(vecs, dtype=np.float32)) @ self._r.T, 0.0)
-        self._compounds(sims, vocab)
+        raise_compounds(sims, vocab, self._heads, self._head_names)
         row = {g: i for i, g in enumerate(vocab)}
         return [sims[[row[g] for g in gs]] for gs in grams]
 
@@ -270,7 +262,8 @@ class RelationAligner:
         if not len(vecs) or not self.relations:
             return np.zeros((0, len(self.relations)), dtype=np.float32)
         vecs = np.asarray(vecs, dtype=np.float32).reshape(-1, self._r.shape[-1])
-        return self._compounds(np.maximum(_unit(vecs) @ self._r.T, 0.0).astype(np.float32), grams)
+        return raise_compounds(np.maximum(_unit(vecs) @ self._r.T, 0.0).astype(np.float32), grams, self._heads,
+                               self._head_names)
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ composer (:mod:`engine.learned.compose`) reads them back out of a question, a co
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["HEAD", "HEAD_PART", "RelationForms", "agent_noun", "compound_head", "naming_forms", "plural",
-           "relation_forms", "singular"]
+__all__ = ["HEAD", "HEAD_PART", "RelationForms", "agent_noun", "compound_head", "compound_heads", "naming_forms",
+           "plural", "relation_forms", "singular"]
 
 #: a compound's head: a name of one word of HEAD letters or more, after a part of HEAD_PART letters or more
 HEAD, HEAD_PART = 4, 3
@@ -121,14 +121,23 @@ def naming_forms(name: str, words: str) -> list[str]:
     return list(dict.fromkeys([words, *((*f.nouns, f.participle) if f.participle else ())]))
 
 
+def _is_head(name: str) -> bool:
+    return name.isalpha() and len(name) >= HEAD
+
+
+def compound_heads(names: Iterable[str]) -> tuple[str, ...]:
+    """The names a compound word may end in: those of one word of :data:`HEAD` letters or more, each once."""
+    return tuple(dict.fromkeys(n for n in names if _is_head(n)))
+
+
 def compound_head(word: str, heads: Sequence[str]) -> str | None:
-    """The longest of ``heads`` (names of one word, :data:`HEAD` letters or more) that ``word`` or its singular is
-    a compound of, ending in it after a part of :data:`HEAD_PART` letters or more (English compounds are
-    right-headed: "screenwriters" -> "writer"; "factor" is no "actor"), or None."""
+    """The longest of ``heads`` that may be a compound's head (:func:`compound_heads`) and that ``word`` or its
+    singular is a compound of, ending in it after a part of :data:`HEAD_PART` letters or more (English compounds
+    are right-headed: "screenwriters" -> "writer"; "factor" is no "actor"), or None."""
     best = None
     for w in dict.fromkeys([word, singular(word)]):
         for h in heads:
-            if (len(h) >= HEAD and len(w) - len(h) >= HEAD_PART and w.endswith(h)
+            if (_is_head(h) and len(w) - len(h) >= HEAD_PART and w.endswith(h)
                     and (best is None or len(h) > len(best))):
                 best = h
     return best
